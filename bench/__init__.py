@@ -1,0 +1,1 @@
+"""Benchmarks: they print tables and write JSON; speed and memory targets live here, not in tests."""

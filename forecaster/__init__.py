@@ -1,0 +1,1 @@
+"""Demand forecasting: pure functions from a service's demand history to a DemandForecast."""

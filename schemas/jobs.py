@@ -1,0 +1,68 @@
+"""Batch job contracts: the job's specification and its lifecycle events (keyed by job id)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from schemas.base import Event, Name, NonNegFloat, Part, PosFloat, PosInt, UtcDatetime
+
+BandwidthClass = Literal["low", "medium", "high"]
+
+
+class JobSpec(Part):
+    """What a batch job needs. ``gpus`` is the gang size: all of them or none."""
+
+    job_id: Name
+    gpus: PosInt
+    allowed_pools: list[Name] = Field(default_factory=list, description="empty: any pool")
+    allowed_gpu_types: list[Name] = Field(default_factory=list, description="empty: any type")
+    priority_class: Name = "standard"
+    priority_weight: PosFloat = 1.0
+    estimated_gpu_s: PosFloat
+    deadline: UtcDatetime | None = None
+    preemptible: bool = True
+    checkpoint_interval_s: PosFloat | None = Field(
+        default=None, description="wall seconds between checkpoints; None: never checkpoints"
+    )
+    restart_cost_s: NonNegFloat = 0.0
+    team: Name = "default"
+    bandwidth_class: BandwidthClass = "medium"
+
+
+class JobEventKind(StrEnum):
+    SUBMITTED = "submitted"
+    STARTED = "started"
+    PROGRESS = "progress"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobEvent(Event):
+    """A change in a job's life. ``submitted`` carries the spec; the others refer to it by id."""
+
+    cluster: Name
+    job_id: Name
+    kind: JobEventKind
+    time: UtcDatetime
+    spec: JobSpec | None = None
+    pool: Name | None = None
+    done_gpu_s: NonNegFloat | None = Field(default=None, description="work done and kept so far")
+    checkpointed_gpu_s: NonNegFloat | None = None
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _spec_on_submit(self) -> JobEvent:
+        if self.kind == JobEventKind.SUBMITTED and self.spec is None:
+            raise ValueError("spec: required when kind is 'submitted'")
+        if self.spec is not None and self.spec.job_id != self.job_id:
+            raise ValueError(f"spec.job_id: {self.spec.job_id!r} differs from job_id {self.job_id!r}")
+        return self
+
+    @property
+    def key(self) -> str:
+        return self.job_id

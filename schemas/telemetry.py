@@ -1,0 +1,50 @@
+"""Telemetry events: what the collector reads from GPUs and what inference services report.
+
+GpuSample (keyed ``node/gpu_uuid``) comes from NVML or the simulator; DemandSample (keyed by
+service) is the demand signal the forecaster learns from.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from schemas.base import Event, Name, NonNegFloat, NonNegInt, PosInt, UtcDatetime
+
+
+class GpuSample(Event):
+    """One reading of one GPU."""
+
+    cluster: Name
+    pool: Name
+    node: Name
+    gpu_index: NonNegInt
+    gpu_uuid: Name
+    time: UtcDatetime
+    utilization_pct: float = Field(ge=0.0, le=100.0)
+    memory_used_mib: NonNegFloat
+    memory_total_mib: NonNegFloat
+    power_w: NonNegFloat
+    sm_clock_mhz: NonNegFloat = 0.0
+    mem_clock_mhz: NonNegFloat = 0.0
+    timeslice_replicas: PosInt = 1
+    processes: NonNegInt = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.node}/{self.gpu_uuid}"
+
+
+class DemandSample(Event):
+    """Demand of one inference service at one time, in requests and in busy GPUs."""
+
+    cluster: Name
+    service: Name
+    time: UtcDatetime
+    requests_per_s: NonNegFloat
+    gpus_busy: NonNegFloat
+    latency_ms_p50: NonNegFloat | None = None
+    latency_ms_p99: NonNegFloat | None = None
+
+    @property
+    def key(self) -> str:
+        return self.service

@@ -1,0 +1,1 @@
+"""A discrete-time GPU cluster simulator, scenarios as data files, and the baseline policies."""
