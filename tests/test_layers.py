@@ -1,0 +1,27 @@
+"""The layer rules of ARCHITECTURE.md, enforced by import-linter (contracts in pyproject.toml)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_kept() -> None:
+    lint = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    result = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" in result.stdout and "0 broken" in result.stdout
+
+
+def test_every_module_has_a_docstring() -> None:
+    missing = []
+    for package in ("schemas", "streams", "forecaster", "optimizer", "actuators", "simulator", "ebbtide", "bench"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text().lstrip()
+            if not text.startswith(('"""', "'''", 'r"""')):
+                missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"modules without a docstring saying their place in the loop: {missing}"
