@@ -38,7 +38,9 @@ def seasonal_naive(
     else:
         base = np.full(horizon_steps, float(values[-1]))
         diffs = np.abs(np.diff(values)) if values.size > 1 else np.zeros(1)
-        degraded = degraded or f"history of {values.size} steps is shorter than one day: repeating the last value"
+        degraded = degraded or (
+            f"history of {values.size} steps is shorter than one day: repeating the last value"
+        )
     spread = {q: float(np.quantile(diffs, level)) for q, level in (("p90", 0.8), ("p99", 0.98))}
     p50 = np.maximum(base, 0.0)
     p90 = p50 + spread["p90"]

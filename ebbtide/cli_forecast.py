@@ -1,0 +1,203 @@
+"""``ebbtide forecast backtest``: the forecaster's rolling-origin backtest over a trace CSV.
+
+Reads a CSV (a time and a value column), puts it on a regular grid (forecaster.clean), runs
+forecaster.backtest (one origin a day, 24 hours ahead, no future in any fit or calibration), prints
+per model the MAE relative to seasonal naive, pinball loss and band coverage, plots the selected
+model's bands against the actual series (PNG) and writes the selected model's scores as JSON.
+Heavy imports happen inside the command so ``ebbtide --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="demand forecaster: backtests")
+
+GENTD26_HOURLY = "alibaba_gentd26_requests_per_hour.csv"
+
+
+@app.callback()
+def _group() -> None:
+    """Demand forecaster commands."""
+
+
+def traces_dir() -> Path:
+    override = os.environ.get("EBBTIDE_TRACES_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
+
+
+def load_series(
+    path: Path, time_column: str, value_column: str, scale: float, where: str | None, time_unit_s: float
+) -> tuple[list[float], list[float]]:
+    """(times in s, values * scale) from a CSV; ``where`` is COLUMN=VALUE to keep matching rows."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    for column, label in ((time_column, "--time-column"), (value_column, "--value-column")):
+        if column not in frame.columns:
+            raise typer.BadParameter(f"{label}: no column {column!r} in {path} (has {list(frame.columns)})")
+    if where:
+        column, _, wanted = where.partition("=")
+        if column not in frame.columns:
+            raise typer.BadParameter(f"--where: no column {column!r} in {path}")
+        frame = frame[frame[column].astype(str) == wanted]
+    raw_times = frame[time_column]
+    if pd.api.types.is_numeric_dtype(raw_times):
+        times = raw_times.astype(float) * time_unit_s
+    else:
+        parsed = pd.to_datetime(raw_times, errors="coerce", utc=True)
+        times = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    values = pd.to_numeric(frame[value_column], errors="coerce") * scale
+    return times.tolist(), values.tolist()
+
+
+def _plot(result: object, png: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from forecaster.backtest import AUTO, BacktestResult
+
+    assert isinstance(result, BacktestResult)
+    hours = np.arange(result.values.size) * result.step_s / 3600
+    fig, ax = plt.subplots(figsize=(14, 4.5))
+    ax.plot(hours, result.values, color="black", lw=0.8, label="actual")
+    for i, origin in enumerate(sorted(result.forecasts[AUTO])):
+        curves = result.forecasts[AUTO][origin]
+        x = hours[origin : origin + result.horizon_steps]
+        labels = ("90% band", "80% band", "p50") if i == 0 else (None, None, None)
+        ax.fill_between(x, curves["p05"], curves["p95"], color="tab:blue", alpha=0.2, lw=0, label=labels[0])
+        ax.fill_between(x, curves["p10"], curves["p90"], color="tab:blue", alpha=0.3, lw=0, label=labels[1])
+        ax.plot(x, curves["p50"], color="tab:blue", lw=1.0, label=labels[2])
+        ax.axvline(hours[origin], color="grey", lw=0.3)
+    ax.set_xlabel("hours from start")
+    ax.set_ylabel("busy GPUs")
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+@app.command()
+def backtest(
+    file: Annotated[
+        Path | None, typer.Argument(help="trace CSV (default: the GenTD26 hourly series)")
+    ] = None,
+    time_column: Annotated[str, typer.Option(help="column with the time")] = "hour",
+    value_column: Annotated[str, typer.Option(help="column with the value")] = "gpu_exec_seconds",
+    scale: Annotated[float, typer.Option(help="multiply values by this (1/3600: GPU-s per hour -> GPUs)")] = (
+        1 / 3600
+    ),
+    where: Annotated[str | None, typer.Option(help="keep rows where COLUMN=VALUE")] = None,
+    time_unit_s: Annotated[float, typer.Option(help="seconds per unit of a numeric time column")] = 1.0,
+    min_history_days: Annotated[float, typer.Option(help="history before the first origin")] = 14.0,
+    max_origins: Annotated[int, typer.Option(help="inner-backtest origins per fit")] = 14,
+    name: Annotated[str | None, typer.Option(help="series name in the JSON (default: file stem)")] = None,
+    png: Annotated[Path, typer.Option(help="plot of the selected model's bands")] = Path(
+        "forecast_backtest.png"
+    ),
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="write the selected model's scores")
+    ] = None,
+) -> None:
+    """Rolling-origin backtest: one origin a day, 24-hour-ahead forecasts, per-model scores."""
+    import json
+    import time
+
+    import numpy as np
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from forecaster.backtest import AUTO, rolling_origin_backtest
+    from forecaster.clean import HistoryError, clean_series
+
+    console = Console()
+    if console.width < 110:
+        console = Console(width=110)  # the score table needs the room; never truncate model names
+    path = file or traces_dir() / GENTD26_HOURLY
+    if not path.is_file():
+        raise typer.BadParameter(f"FILE: {path} does not exist")
+    times, values = load_series(path, time_column, value_column, scale, where, time_unit_s)
+    try:
+        series = clean_series(times, values)
+    except HistoryError as exc:
+        console.print(f"[red]rejected: {exc}[/red]")
+        raise typer.Exit(2) from exc
+    for note in series.notes:
+        console.print(f"[yellow]cleaned: {note}[/yellow]")
+    series_name = name or path.stem
+    try:
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"backtest {series_name}", total=None)
+            result = rolling_origin_backtest(
+                series.values,
+                step_s=series.step_s,
+                min_history_days=min_history_days,
+                max_origins=max_origins,
+                timer=time.perf_counter,
+                on_origin=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    if not result.origins:
+        console.print(
+            f"[red]{series_name}: {series.values.size} steps of {series.step_s} s leave no 24-hour origin "
+            f"after {min_history_days} days of history[/red]"
+        )
+        raise typer.Exit(2)
+    table = Table(title=f"{series_name}: {len(result.origins)} origins, step {series.step_s} s, 24 h ahead")
+    for column in ("model", "origins", "rel MAE", "MAE", "pinball", "cover 80%", "cover 90%"):
+        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
+    for model in result.model_names():
+        score = result.score(model)
+        if score is None:
+            continue
+        table.add_row(
+            model,
+            str(score.origins),
+            f"{score.rel_mae:.3f}",
+            f"{score.mae:.4f}",
+            f"{score.pinball:.4f}",
+            f"{score.coverage_80:.3f}",
+            f"{score.coverage_90:.3f}",
+        )
+    console.print(table)
+    auto = result.score(AUTO)
+    assert auto is not None
+    fit_ms_p50 = float(np.median(result.fit_ms))
+    forecast_ms_p99 = float(np.quantile(result.forecast_ms, 0.99))
+    console.print(f"selected per origin: {', '.join(result.selected)}")
+    console.print(
+        f"fit (select + calibrate) median {fit_ms_p50:.0f} ms; step forecast p99 {forecast_ms_p99:.1f} ms"
+    )
+    _plot(result, png, f"{series_name}: selected model, 80%/90% bands, 24 h ahead from daily origins")
+    console.print(f"wrote {png}")
+    if json_path is not None:
+        payload = {
+            "series": {
+                series_name: {
+                    "model": result.selected[-1],
+                    "rel_mae": auto.rel_mae,
+                    "coverage_90": auto.coverage_90,
+                    "coverage_80": auto.coverage_80,
+                    "pinball": auto.pinball,
+                    "forecast_ms_p99": forecast_ms_p99,
+                    "fit_ms_p50": fit_ms_p50,
+                }
+            }
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(payload, indent=2) + "\n")
+        console.print(f"wrote {json_path}")

@@ -1,0 +1,144 @@
+"""Outer rolling-origin backtest of the forecaster over a whole demand series. Pure (the caller
+injects a timer; the CLI `ebbtide forecast backtest` prints, plots and writes JSON).
+
+One origin a day from ``min_history_days`` on; at each origin everything (cleaning, selection,
+fit, calibration) sees ``values[:origin]`` only, and forecasts the next 24 hours. Scored per model
+(the automatic choice ``auto`` and each candidate forced): MAE relative to the 24-hour seasonal
+naive forecast from the same origins, mean pinball loss over the quantile levels, coverage of the
+80% (p10-p90) and 90% (p05-p95) bands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forecaster.auto import DAY_S, fit_service, predict_quantiles, with_model
+from forecaster.clean import History
+from forecaster.models import Array, default_models
+from forecaster.selection import ENSEMBLE_NAME, QUANTILE_LEVELS
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class ModelScore:
+    model: str
+    origins: int
+    rel_mae: float
+    mae: float
+    pinball: float
+    coverage_80: float
+    coverage_90: float
+
+
+@dataclass
+class BacktestResult:
+    step_s: int
+    horizon_steps: int
+    values: Array
+    origins: list[int] = field(default_factory=list)
+    forecasts: dict[str, dict[int, dict[str, Array]]] = field(default_factory=dict)  # model -> origin -> q
+    selected: list[str] = field(default_factory=list)
+    fit_ms: list[float] = field(default_factory=list)
+    forecast_ms: list[float] = field(default_factory=list)
+
+    def naive(self, origin: int) -> Array:
+        day = DAY_S // self.step_s
+        return np.array([self.values[origin - day + (h % day)] for h in range(self.horizon_steps)])
+
+    def actual(self, origin: int) -> Array:
+        return self.values[origin : origin + self.horizon_steps]
+
+    def score(self, model: str) -> ModelScore | None:
+        by_origin = self.forecasts.get(model, {})
+        if not by_origin:
+            return None
+        origins = sorted(by_origin)
+        actual = np.concatenate([self.actual(o) for o in origins])
+        naive = np.concatenate([self.naive(o) for o in origins])
+        curves = {k: np.concatenate([by_origin[o][k] for o in origins]) for k in QUANTILE_LEVELS}
+        mae = float(np.mean(np.abs(curves["p50"] - actual)))
+        floor = float(np.mean(np.abs(naive - actual)))
+        pinball = float(
+            np.mean(
+                [
+                    np.mean(np.maximum(level * (actual - curves[k]), (level - 1) * (actual - curves[k])))
+                    for k, level in QUANTILE_LEVELS.items()
+                ]
+            )
+        )
+
+        def covered(lo: str, hi: str) -> float:
+            return float(np.mean((actual >= curves[lo] - 1e-9) & (actual <= curves[hi] + 1e-9)))
+
+        return ModelScore(
+            model=model,
+            origins=len(origins),
+            rel_mae=mae / floor if floor > 0 else float("nan"),
+            mae=mae,
+            pinball=pinball,
+            coverage_80=covered("p10", "p90"),
+            coverage_90=covered("p05", "p95"),
+        )
+
+    def model_names(self) -> list[str]:
+        return list(self.forecasts)
+
+
+def backtest_origins(n_values: int, step_s: int, horizon_steps: int, min_history_days: float) -> list[int]:
+    day = DAY_S // step_s
+    first = max(round(min_history_days * day), day)
+    return list(range(first, n_values - horizon_steps + 1, day))
+
+
+def rolling_origin_backtest(
+    values: History,
+    *,
+    step_s: int,
+    min_history_days: float = 7.0,
+    max_origins: int = 14,
+    score_candidates: bool = True,
+    timer: Callable[[], float] | None = None,
+    on_origin: Callable[[int, int], None] | None = None,
+) -> BacktestResult:
+    """24-hour-ahead forecasts from one origin a day; ``timer`` (seconds, e.g. time.perf_counter)
+    makes it record fit and step-time forecast durations; ``on_origin(done, total)`` reports progress."""
+    if DAY_S % step_s != 0:
+        raise ValueError(f"step_s: {step_s} s does not divide a day; a 24-hour backtest needs it to")
+    series = np.asarray(values, dtype=float)
+    horizon = DAY_S // step_s
+    result = BacktestResult(step_s=step_s, horizon_steps=horizon, values=series)
+    origins = backtest_origins(series.size, step_s, horizon, min_history_days)
+    names = [AUTO] + ([m.name for m in default_models()] + [ENSEMBLE_NAME] if score_candidates else [])
+    result.forecasts = {name: {} for name in names}
+    clock = timer or (lambda: 0.0)
+    for done, origin in enumerate(origins):
+        history = series[:origin]
+        t0 = clock()
+        fitted = fit_service(
+            history,
+            step_s=step_s,
+            horizon_steps=horizon,
+            max_origins=max_origins,
+            keep_inner=score_candidates,
+        )
+        t1 = clock()
+        auto = predict_quantiles(fitted, history, horizon)
+        t2 = clock()
+        result.origins.append(origin)
+        result.selected.append(fitted.calibrated.model)
+        result.fit_ms.append((t1 - t0) * 1000)
+        result.forecast_ms.append((t2 - t1) * 1000)
+        result.forecasts[AUTO][origin] = {k: np.asarray(v) for k, v in auto.items()}
+        for name in names[1:]:
+            forced = with_model(fitted, name)
+            if forced is not None:
+                curves = predict_quantiles(forced, history, horizon)
+                result.forecasts[name][origin] = {k: np.asarray(v) for k, v in curves.items()}
+        if on_origin is not None:
+            on_origin(done + 1, len(origins))
+    result.forecasts = {k: v for k, v in result.forecasts.items() if v}
+    return result

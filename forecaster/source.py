@@ -1,0 +1,61 @@
+"""BankForecastSource: the ForecastSource the control loop calls each step (simulator and
+production alike), backed by a ForecastBank. It reads each service's demand_history (busy GPUs
+per ``state.step_s`` step, ending at ``state.as_of``) and returns one DemandForecast per service.
+
+With ``refit_inline`` (the simulator's choice: deterministic, blocking) refits that are due run
+inside ``forecasts``; without it the caller runs ``bank.refit`` for ``due(state)`` services in
+a background thread of its own. Pure: no clock, no threads, no imports of simulator/ or ebbtide/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+
+from forecaster.auto import DAY_S
+from forecaster.bank import ForecastBank
+from schemas import ClusterState, DemandForecast
+
+
+class BankForecastSource:
+    def __init__(
+        self, bank: ForecastBank | None = None, *, horizon_s: int = DAY_S, refit_inline: bool = True
+    ) -> None:
+        if horizon_s <= 0:
+            raise ValueError(f"horizon_s: must be positive, got {horizon_s}")
+        self.bank = bank or ForecastBank()
+        self.horizon_s = horizon_s
+        self.refit_inline = refit_inline
+
+    def horizon_steps(self, state: ClusterState) -> int:
+        return max(-(-self.horizon_s // state.step_s), 1)
+
+    def due(self, state: ClusterState) -> list[str]:
+        """Services whose refit is due at ``state.as_of``."""
+        return [
+            s.spec.service
+            for s in state.services
+            if self.bank.refit_due(s.spec.service, state.as_of, state.step_s)
+        ]
+
+    def forecasts(self, state: ClusterState, now: datetime) -> dict[str, DemandForecast]:
+        horizon_steps = self.horizon_steps(state)
+        out: dict[str, DemandForecast] = {}
+        for service_state in state.services:
+            name = service_state.spec.service
+            history = service_state.demand_history
+            if self.refit_inline and history and self.bank.refit_due(name, state.as_of, state.step_s):
+                # bad history: bank.forecast below answers a degraded forecast naming the problem
+                with contextlib.suppress(ValueError):
+                    self.bank.refit(
+                        name, history, step_s=state.step_s, horizon_steps=horizon_steps, fitted_at=state.as_of
+                    )
+            out[name] = self.bank.forecast(
+                name,
+                history,
+                cluster=state.cluster,
+                step_s=state.step_s,
+                horizon_steps=horizon_steps,
+                issued_at=state.as_of,
+            )
+        return out

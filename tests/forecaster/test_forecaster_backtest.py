@@ -1,0 +1,101 @@
+"""The outer backtest never lets the future into a fit or a calibration, and scores sensibly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from forecaster_synthetic import synthetic_hourly
+from typer.testing import CliRunner
+
+from ebbtide.cli_forecast import app
+from forecaster.backtest import AUTO, backtest_origins, rolling_origin_backtest
+
+
+def test_origins_are_daily_and_leave_a_full_day_to_score() -> None:
+    origins = backtest_origins(554, 3600, 24, 14)
+    assert origins[0] == 14 * 24
+    assert np.all(np.diff(origins) == 24)
+    assert origins[-1] + 24 <= 554 < origins[-1] + 48
+
+
+def test_changing_the_future_changes_no_forecast_made_before_it() -> None:
+    values = synthetic_hourly(12, seed=5)
+    kwargs = {"step_s": 3600, "min_history_days": 9, "max_origins": 4}
+    base = rolling_origin_backtest(values, **kwargs)
+    cut = base.origins[1]
+    tampered = values.copy()
+    tampered[cut:] = tampered[cut:] * 10 + 50  # a different future from the second origin on
+    other = rolling_origin_backtest(tampered, **kwargs)
+    assert base.origins == other.origins
+    for model, by_origin in base.forecasts.items():
+        for origin, curves in by_origin.items():
+            for key, curve in curves.items():
+                same = np.array_equal(curve, other.forecasts[model][origin][key])
+                assert same == (origin < cut) or origin >= cut, (model, origin, key)
+    later = base.origins[2]
+    assert not np.array_equal(base.forecasts[AUTO][later]["p50"], other.forecasts[AUTO][later]["p50"])
+
+
+def test_seasonal_naive_scores_exactly_one_relative_to_itself() -> None:
+    result = rolling_origin_backtest(
+        synthetic_hourly(12, seed=2), step_s=3600, min_history_days=9, max_origins=4
+    )
+    naive = result.score("seasonal-naive")
+    assert naive is not None and naive.rel_mae == pytest.approx(1.0)
+    auto = result.score(AUTO)
+    assert auto is not None and 0.0 <= auto.coverage_80 <= auto.coverage_90 <= 1.0
+
+
+def test_cli_backtest_writes_table_png_and_json(tmp_path: Path) -> None:
+    values = synthetic_hourly(12, seed=4)
+    hours = np.datetime64("2026-01-05T00:00") + np.arange(values.size).astype("timedelta64[h]")
+    csv = tmp_path / "demand.csv"
+    rows = [f"{h},{v * 3600:.3f}" for h, v in zip(hours.astype(str), values, strict=True)]
+    csv.write_text("when,gpu_s\n" + "\n".join(rows) + "\n")
+    out_json, out_png = tmp_path / "bt.json", tmp_path / "bt.png"
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app,
+        [
+            "backtest",
+            str(csv),
+            "--time-column",
+            "when",
+            "--value-column",
+            "gpu_s",
+            "--scale",
+            str(1 / 3600),
+            "--min-history-days",
+            "9",
+            "--max-origins",
+            "4",
+            "--json",
+            str(out_json),
+            "--png",
+            str(out_png),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "rel MAE" in result.output
+    entry = json.loads(out_json.read_text())["series"]["demand"]
+    assert set(entry) == {
+        "model",
+        "rel_mae",
+        "coverage_90",
+        "coverage_80",
+        "pinball",
+        "forecast_ms_p99",
+        "fit_ms_p50",
+    }
+    assert entry["fit_ms_p50"] > 0
+    assert out_png.stat().st_size > 10_000
+
+
+def test_cli_rejects_a_missing_column(tmp_path: Path) -> None:
+    csv = tmp_path / "demand.csv"
+    csv.write_text("t,v\n0,1\n3600,2\n")
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["backtest", str(csv), "--time-column", "hour"])
+    assert result.exit_code != 0
+    assert "--time-column" in result.output
