@@ -34,6 +34,12 @@ class PoolWindow(Part):
     gpus_out: PosInt
     reason: str = "maintenance"
 
+    @model_validator(mode="after")
+    def _end_after_start(self) -> PoolWindow:
+        if self.end <= self.start:
+            raise ValueError(f"end: {self.end.isoformat()} is not after start {self.start.isoformat()}")
+        return self
+
 
 class PoolState(Part):
     name: Name
@@ -43,11 +49,21 @@ class PoolState(Part):
     gpus_per_node: PosInt = 8
     max_share: PosInt = Field(default=1, description="time-slicing replicas per GPU; 1: no sharing")
     windows: list[PoolWindow] = Field(default_factory=list)
+    free_gpus_by_node: list[NonNegInt] = Field(
+        default_factory=list,
+        description="free GPUs on each node that is up, after running batch jobs (inference replicas "
+        "are movable and not counted), for gang fit; empty: unknown",
+    )
 
     @model_validator(mode="after")
     def _available_within_total(self) -> PoolState:
         if self.gpus_available > self.gpus_total:
             raise ValueError(f"gpus_available: {self.gpus_available} exceeds gpus_total {self.gpus_total}")
+        for i, window in enumerate(self.windows):
+            if window.gpus_out > self.gpus_total:
+                raise ValueError(
+                    f"windows[{i}].gpus_out: {window.gpus_out} exceeds gpus_total {self.gpus_total}"
+                )
         return self
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import base64
+import binascii
+
+from pydantic import Field, field_validator
 
 from schemas.base import Event, Name, NonNegInt, UtcDatetime
 
@@ -16,6 +19,16 @@ class DeadLetter(Event):
     error: str = Field(min_length=1)
     consumer: Name
     time: UtcDatetime
+
+    @field_validator("key_b64", "raw_b64")
+    @classmethod
+    def _is_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ValueError(f"not valid base64 ({exc})") from None
+        return value
 
     @property
     def key(self) -> str:

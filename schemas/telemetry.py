@@ -6,7 +6,7 @@ service) is the demand signal the forecaster learns from.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from schemas.base import Event, Name, NonNegFloat, NonNegInt, PosInt, UtcDatetime
 
@@ -44,6 +44,13 @@ class DemandSample(Event):
     gpus_busy: NonNegFloat
     latency_ms_p50: NonNegFloat | None = None
     latency_ms_p99: NonNegFloat | None = None
+
+    @model_validator(mode="after")
+    def _latency_quantiles_ordered(self) -> DemandSample:
+        p50, p99 = self.latency_ms_p50, self.latency_ms_p99
+        if p50 is not None and p99 is not None and p50 > p99:
+            raise ValueError(f"latency_ms_p99: {p99} is below latency_ms_p50 {p50}")
+        return self
 
     @property
     def key(self) -> str:

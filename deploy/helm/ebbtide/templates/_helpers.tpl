@@ -1,0 +1,182 @@
+{{/* Names, labels and the shared pod spec of the ebbtide components. */}}
+
+{{- define "ebbtide.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ebbtide.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ebbtide.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ebbtide.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ebbtide.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "ebbtide.labels" -}}
+helm.sh/chart: {{ include "ebbtide.chart" . }}
+{{ include "ebbtide.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ebbtide
+{{- end }}
+
+{{/* A component's object name: <fullname>-<component>. Call with (list $ "optimizer"). */}}
+{{- define "ebbtide.componentName" -}}
+{{- $root := index . 0 }}
+{{- printf "%s-%s" (include "ebbtide.fullname" $root) (index . 1) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ebbtide.componentSelectorLabels" -}}
+{{ include "ebbtide.selectorLabels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "ebbtide.componentLabels" -}}
+{{ include "ebbtide.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{- define "ebbtide.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The service account a component runs as: the actuator's own (with RBAC), or the shared one. */}}
+{{- define "ebbtide.serviceAccountName" -}}
+{{- $root := index . 0 }}
+{{- if eq (index . 1) "actuator" }}
+{{- include "ebbtide.componentName" (list $root "actuator") }}
+{{- else }}
+{{- include "ebbtide.fullname" $root }}
+{{- end }}
+{{- end }}
+
+{{/* The pod template of one component. Call with (list $ name component-values). */}}
+{{- define "ebbtide.podTemplate" -}}
+{{- $root := index . 0 }}
+{{- $name := index . 1 }}
+{{- $c := index . 2 }}
+{{- $v := $root.Values -}}
+metadata:
+  labels:
+    {{- include "ebbtide.componentSelectorLabels" (list $root $name) | nindent 4 }}
+  annotations:
+    {{- if $v.clusterSpec }}
+    checksum/cluster-spec: {{ toYaml $v.clusterSpec | sha256sum }}
+    {{- end }}
+    prometheus.io/scrape: "true"
+    prometheus.io/port: {{ $v.metrics.port | quote }}
+    prometheus.io/path: /metrics
+spec:
+  serviceAccountName: {{ include "ebbtide.serviceAccountName" (list $root $name) }}
+  automountServiceAccountToken: {{ eq $name "actuator" }}
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.runtimeClassName }}
+  runtimeClassName: {{ . }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $v.podSecurityContext | nindent 4 }}
+  containers:
+    - name: {{ $name }}
+      image: {{ include "ebbtide.image" $root | quote }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      args: ["run", {{ $name | quote }}]
+      env:
+        - name: EBBTIDE_CLUSTER
+          value: {{ $v.cluster | quote }}
+        - name: EBBTIDE_STEP_S
+          value: {{ $v.stepSeconds | quote }}
+        - name: EBBTIDE_HORIZON_STEPS
+          value: {{ $v.horizonSteps | quote }}
+        - name: EBBTIDE_METRICS_PORT
+          value: {{ $v.metrics.port | quote }}
+        - name: EBBTIDE_KAFKA__BOOTSTRAP_SERVERS
+          value: {{ $v.kafka.bootstrapServers | quote }}
+        - name: EBBTIDE_KAFKA_BOOTSTRAP
+          value: {{ $v.kafka.bootstrapServers | quote }}
+        - name: EBBTIDE_KAFKA__CREATE_TOPICS
+          value: {{ $v.kafka.createTopics | quote }}
+        - name: EBBTIDE_KAFKA__GROUP_PREFIX
+          value: {{ include "ebbtide.fullname" $root | quote }}
+        {{- if $v.clusterSpec }}
+        - name: EBBTIDE_CLUSTER_SPEC
+          value: /etc/ebbtide/cluster.yaml
+        {{- end }}
+        {{- if eq $name "collector" }}
+        - name: EBBTIDE_COLLECTOR__NODE
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        {{- end }}
+        - name: HOME
+          value: /tmp
+        - name: EBBTIDE_CACHE_DIR
+          value: /tmp/ebbtide
+        - name: MPLCONFIGDIR
+          value: /tmp/matplotlib
+        {{- range $key, $value := merge (deepCopy (default dict $c.env)) $v.env }}
+        - name: {{ $key }}
+          value: {{ $value | quote }}
+        {{- end }}
+      ports:
+        - name: metrics
+          containerPort: {{ $v.metrics.port }}
+          protocol: TCP
+      startupProbe:
+        httpGet: {path: /metrics, port: metrics}
+        {{- toYaml $v.probes.startup | nindent 8 }}
+      livenessProbe:
+        httpGet: {path: /metrics, port: metrics}
+        {{- toYaml $v.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet: {path: /metrics, port: metrics}
+        {{- toYaml $v.probes.readiness | nindent 8 }}
+      resources:
+        {{- toYaml $c.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml $v.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if $v.clusterSpec }}
+        - name: cluster-spec
+          mountPath: /etc/ebbtide
+          readOnly: true
+        {{- end }}
+  volumes:
+    - name: tmp
+      emptyDir: {}
+    {{- if $v.clusterSpec }}
+    - name: cluster-spec
+      configMap:
+        name: {{ include "ebbtide.fullname" $root }}-cluster-spec
+    {{- end }}
+  {{- with (default $v.nodeSelector $c.nodeSelector) }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with (default $v.tolerations $c.tolerations) }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with (default $v.affinity $c.affinity) }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}

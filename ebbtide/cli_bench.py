@@ -1,0 +1,84 @@
+"""``ebbtide bench``: every policy on every scenario in one run; table, JSON and PNG.
+
+Kept light at import: the simulator, policies and matplotlib load inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
+
+
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="Shorter window, same shape.")] = False,
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="Built-in scenario name (repeatable); default all.")
+    ] = None,
+    scenario_file: Annotated[
+        list[Path] | None, typer.Option("--scenario-file", help="Scenario YAML file (repeatable).")
+    ] = None,
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Policy name (repeatable).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Override every scenario's seed.")] = None,
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per cell; latency medians.")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the PNG goes.")] = Path("bench-out"),
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here.")] = None,
+) -> None:
+    """Run the benchmark: policies x scenarios, same seeds; print a table against fifo."""
+    from rich.console import Console
+
+    from bench.plot_bench import write_png
+    from bench.scenarios_bench import render_table, run_bench
+    from simulator.registry import available_policies
+    from simulator.scenario import ScenarioError, builtin_scenarios, load_scenario
+
+    console = Console(stderr=True)
+    builtin = builtin_scenarios()
+    scenario = scenario or []
+    policy = policy or []
+    unknown = [s for s in scenario if s not in builtin]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown scenario {', '.join(unknown)}; built-in: {', '.join(builtin)}", param_hint="--scenario"
+        )
+    paths = [builtin[s] for s in scenario] + list(scenario_file or [])
+    if not paths:
+        paths = list(builtin.values())
+    try:
+        scenarios = [load_scenario(p) for p in paths]
+    except ScenarioError as exc:
+        console.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    names = [s.name for s in scenarios]
+    if len(names) != len(set(names)):
+        raise typer.BadParameter(f"two scenarios share a name: {names}", param_hint="--scenario-file")
+    registry = available_policies()
+    missing = [p for p in policy if p not in registry]
+    if missing:
+        raise typer.BadParameter(
+            f"unknown policy {', '.join(missing)}; available: {', '.join(registry)}", param_hint="--policy"
+        )
+    chosen = {p: registry[p] for p in (policy or registry)}
+    result = run_bench(scenarios, chosen, quick=quick, seed=seed, repeat=repeat, console=console)
+    out = Console(width=None if Console().is_terminal else 150)
+    out.print(render_table(result))
+    png = write_png(result, out_dir)
+    out.print(
+        f"{len(scenarios)} scenarios x {len(chosen)} policies in {result.wall_s:.1f} s; "
+        f"peak memory {result.peak_rss_mib:.0f} MiB (max RSS); plot: {png}"
+    )
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result.to_json(), indent=2, sort_keys=False))
+        out.print(f"JSON: {json_path}")
+    if result.failures:
+        for scenario_name, errors in result.failures.items():
+            for policy_name, error in errors.items():
+                console.print(f"FAILED {scenario_name} / {policy_name}: {error}", style="red", markup=False)
+        raise typer.Exit(1)

@@ -1,0 +1,424 @@
+"""Prometheus metrics of every ebbtide service: the one place that defines them, and helpers to record.
+
+Every stage of the loop (collector, state, forecaster, optimizer, actuator) exposes these on its
+metrics port via :func:`serve_metrics`. Services never create metric objects; they call the
+``record_*`` helpers of an :class:`EbbtideMetrics` with the events they already hold (a
+``Decision``, a ``DemandForecast`` and the ``DemandSample`` that came true, an
+``ActuationResult``, a ``DeadLetter``, (position, high watermark) pairs). Tests build their own
+``EbbtideMetrics(CollectorRegistry())``; a process uses :data:`METRICS` on :data:`REGISTRY`.
+
+Names follow Prometheus conventions: ``ebbtide_`` prefix, base units in the name (``_seconds``,
+``_gpus``, ``_ratio``, ``_messages``), ``_total`` for counters (prometheus-client appends it).
+The alert rules (deploy/prometheus/) and the dashboard (deploy/grafana/) use only these names, and
+tests/observability/ checks that they do.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import get_args
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+from prometheus_client.registry import Collector
+
+from optimizer.policy import Decision
+from schemas import (
+    ActuationResult,
+    ClusterState,
+    DeadLetter,
+    DemandForecast,
+    DemandSample,
+    GpuSample,
+    JobAction,
+    JobEvent,
+)
+from schemas.actuation import Outcome
+
+DEFAULT_METRICS_PORT = 9095
+"""The port every service serves /metrics on unless EBBTIDE_METRICS_PORT says otherwise."""
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FORECAST_ERROR_BUCKETS_GPUS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+
+Series = dict[tuple[str, ...], float]
+"""Values of a gauge's series for one cluster, keyed by the label values after ``cluster``."""
+
+COMPONENTS = ("collector", "state", "forecaster", "optimizer", "actuator")
+ACTUATION_OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+
+def partition_lag_messages(position: int, high_watermark: int, low_watermark: int = 0) -> int | None:
+    """Messages a consumer still has to read in one partition, or None when the broker gave no watermark.
+
+    ``position`` is the next offset the consumer will read (confluent-kafka's ``position()``); a
+    negative one (``OFFSET_INVALID``, no position yet) means everything from the low watermark
+    is still to read. Never negative: a position past a high watermark fetched a moment earlier
+    counts as caught up.
+    """
+    if high_watermark < 0:
+        return None
+    start = position if position >= 0 else max(low_watermark, 0)
+    return max(high_watermark - start, 0)
+
+
+def forecast_step_index(forecast: DemandForecast, at: datetime) -> int | None:
+    """The horizon step that covers ``at``: step k covers [issued_at + k*step_s, issued_at + (k+1)*step_s)."""
+    offset_s = (at - forecast.issued_at).total_seconds()
+    if offset_s < 0:
+        return None
+    index = math.floor(offset_s / forecast.step_s)
+    return index if index < forecast.horizon_steps else None
+
+
+class EbbtideMetrics:
+    """Every ebbtide metric, registered on one registry, with helpers that record loop events."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        r = registry
+        # Loop health, per service.
+        self.steps = Counter("ebbtide_steps", "Loop steps a service ran, by outcome (ok or error)",
+                             ["component", "outcome"], registry=r)
+        self.last_successful_step = Gauge(
+            "ebbtide_last_successful_step_timestamp_seconds",
+            "Unix time of the service's last step that completed without error", ["component"], registry=r)
+        # Decisions (optimizer).
+        self.decisions = Counter("ebbtide_decisions", "Decisions committed", ["cluster", "policy"],
+                                 registry=r)
+        self.decision_duration = Histogram(
+            "ebbtide_decision_duration_seconds", "Wall time of one decision (update, solve, extract)",
+            ["cluster", "policy"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.solver_duration = Histogram(
+            "ebbtide_solver_duration_seconds", "Solver time reported in the plan's SolverInfo",
+            ["cluster", "solver"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.solver_runs = Counter("ebbtide_solver_runs", "Solves by solver termination status",
+                                   ["cluster", "solver", "status"], registry=r)
+        self.solver_gap = Gauge("ebbtide_solver_gap_ratio", "Relative MIP gap of the latest solve",
+                                ["cluster"], registry=r)
+        self.fallbacks = Counter("ebbtide_fallbacks", "Decisions that fell back to a safe plan",
+                                 ["cluster", "policy"], registry=r)
+        self.consecutive_fallbacks = Gauge("ebbtide_consecutive_fallbacks",
+                                           "Fallback decisions in a row (0 after a normal decision)",
+                                           ["cluster"], registry=r)
+        self.plan_objective = Gauge("ebbtide_plan_objective", "Objective terms of the latest plan, by term",
+                                    ["cluster", "term"], registry=r)
+        self.last_decision = Gauge("ebbtide_last_decision_timestamp_seconds",
+                                   "Unix time the latest decision was committed", ["cluster"], registry=r)
+        self.step_length = Gauge("ebbtide_step_length_seconds", "The loop's step length (step_s)",
+                                 ["cluster"], registry=r)
+        self.allocated_gpus = Gauge("ebbtide_allocated_gpus",
+                                    "GPUs of the latest allocation by pool and kind (inference, batch)",
+                                    ["cluster", "pool", "kind"], registry=r)
+        self.planned_capacity = Gauge("ebbtide_planned_capacity_gpus",
+                                      "Inference capacity of the latest allocation (step 0) per service",
+                                      ["cluster", "service"], registry=r)
+        self.job_decisions = Counter("ebbtide_job_decisions", "Job decisions (run, hold, preempt)",
+                                     ["cluster", "action"], registry=r)
+        self.preemptions = Counter("ebbtide_preemptions", "Running jobs the allocations preempted",
+                                   ["cluster", "pool"], registry=r)
+        self.lost_work = Counter("ebbtide_lost_work_gpu_seconds",
+                                 "GPU-seconds since the last checkpoint of preempted jobs (work lost)",
+                                 ["cluster", "pool"], registry=r)
+        # Cluster state (state service).
+        self.pool_gpus = Gauge("ebbtide_pool_gpus", "GPUs per pool (state: total or available)",
+                               ["cluster", "pool", "state"], registry=r)
+        self.service_capacity = Gauge("ebbtide_service_capacity_gpus", "GPUs of running inference replicas",
+                                      ["cluster", "service"], registry=r)
+        self.service_demand = Gauge("ebbtide_service_demand_gpus", "Busy GPUs the service demands now",
+                                    ["cluster", "service"], registry=r)
+        self.inference_shortfall = Gauge("ebbtide_inference_shortfall_gpus",
+                                         "Demanded GPUs not covered by running capacity now",
+                                         ["cluster", "service"], registry=r)
+        self.batch_jobs = Gauge("ebbtide_batch_jobs", "Batch jobs by priority class and status",
+                                ["cluster", "priority_class", "status"], registry=r)
+        self.batch_gpus = Gauge("ebbtide_batch_gpus", "Gang GPUs of batch jobs by priority class and status",
+                                ["cluster", "priority_class", "status"], registry=r)
+        self.job_events = Counter("ebbtide_job_events", "Job lifecycle events seen, by kind",
+                                  ["cluster", "kind"], registry=r)
+        # Telemetry (collector).
+        self.gpu_utilization = Gauge("ebbtide_gpu_utilization_ratio", "Mean GPU utilization of a pool (0-1)",
+                                     ["cluster", "pool"], registry=r)
+        self.gpu_samples = Counter("ebbtide_gpu_samples", "GPU samples read", ["cluster", "pool"], registry=r)
+        # Forecasts (forecaster).
+        self.forecasts = Counter("ebbtide_forecasts", "Forecasts issued", ["cluster", "service", "model"],
+                                 registry=r)
+        self.forecast_demand = Gauge("ebbtide_forecast_demand_gpus",
+                                     "Forecast demand of the first horizon step, by quantile",
+                                     ["cluster", "service", "quantile"], registry=r)
+        self.forecast_degraded = Gauge("ebbtide_forecast_degraded", "1 when the latest forecast is degraded",
+                                       ["cluster", "service"], registry=r)
+        self.forecast_backtest_coverage = Gauge("ebbtide_forecast_backtest_coverage_ratio",
+                                                "Backtest coverage of the p90 band the model reported",
+                                                ["cluster", "service"], registry=r)
+        self.forecast_abs_error = Histogram("ebbtide_forecast_abs_error_gpus",
+                                            "|actual - p50| of a forecast step once its demand is known",
+                                            ["cluster", "service"], buckets=FORECAST_ERROR_BUCKETS_GPUS,
+                                            registry=r)
+        self.forecast_evaluations = Counter("ebbtide_forecast_evaluations",
+                                            "Forecast steps compared with the demand that came true",
+                                            ["cluster", "service"], registry=r)
+        self.forecast_covered = Counter("ebbtide_forecast_quantile_covered",
+                                        "Evaluated steps whose actual demand was at or below the quantile",
+                                        ["cluster", "service", "quantile"], registry=r)
+        # Actuation, streams.
+        self.actuations = Counter("ebbtide_actuations", "Actuation results by backend, action and outcome",
+                                  ["cluster", "backend", "action", "outcome"], registry=r)
+        self.dead_letters = Counter("ebbtide_dead_letters", "Records sent to the dead-letter topic",
+                                    ["source_topic", "consumer"], registry=r)
+        self.consumer_lag = Gauge("ebbtide_consumer_lag_messages",
+                                  "High watermark minus the consumer's position, per partition",
+                                  ["consumer_group", "topic", "partition"], registry=r)
+        self._series: dict[tuple[int, str], set[tuple[str, ...]]] = {}
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _replace(self, gauge: Gauge, cluster: str, values: Series) -> None:
+        """Set a cluster's series of ``gauge`` to ``values`` (label values after cluster); drop the rest."""
+        key = (id(gauge), cluster)
+        for stale in self._series.get(key, set()) - set(values):
+            gauge.remove(cluster, *stale)
+        for labels, value in values.items():
+            gauge.labels(cluster, *labels).set(value)
+        self._series[key] = set(values)
+
+    # -- recording -------------------------------------------------------------------------------
+
+    def record_step(self, component: str, ok: bool, now_s: float | None = None) -> None:
+        """One loop step of a service; a successful one moves its last-success time."""
+        for outcome in ("ok", "error"):  # both series exist from the start: rate() sees a first error
+            self.steps.labels(component, outcome)
+        self.steps.labels(component, "ok" if ok else "error").inc()
+        if ok:
+            self.last_successful_step.labels(component).set(time.time() if now_s is None else now_s)
+
+    def record_decision(
+        self,
+        decision: Decision,
+        decision_s: float,
+        state: ClusterState | None = None,
+        now_s: float | None = None,
+    ) -> None:
+        """A committed decision: latency, solver outcome, fallbacks, objective terms, step-0 allocation.
+
+        With the ClusterState it was decided from, preemptions are counted per pool with the work
+        lost since each preempted job's last checkpoint.
+        """
+        plan, alloc = decision.plan, decision.allocation
+        cluster, policy, solver = alloc.cluster, alloc.policy, plan.solver
+        self.decisions.labels(cluster, policy).inc()
+        self.decision_duration.labels(cluster, policy).observe(max(decision_s, 0.0))
+        self.solver_duration.labels(cluster, solver.solver).observe(solver.time_ms / 1000.0)
+        self.solver_runs.labels(cluster, solver.solver, solver.status).inc()
+        if solver.gap is not None:
+            self.solver_gap.labels(cluster).set(solver.gap)
+        fallbacks = self.fallbacks.labels(cluster, policy)  # exists at 0 before the first fallback
+        if alloc.fallback or solver.fallback:
+            fallbacks.inc()
+            self.consecutive_fallbacks.labels(cluster).inc()
+        else:
+            self.consecutive_fallbacks.labels(cluster).set(0)
+        self._replace(self.plan_objective, cluster, {(term,): v for term, v in plan.objective.items()})
+        self.last_decision.labels(cluster).set(time.time() if now_s is None else now_s)
+        self.step_length.labels(cluster).set(alloc.step_s)
+
+        gpus: Series = defaultdict(float)
+        capacity: Series = defaultdict(float)
+        for svc in alloc.services:
+            gpus[(svc.pool, "inference")] += svc.gpus
+            capacity[(svc.service,)] += svc.gpus
+        for job in alloc.jobs:
+            self.job_decisions.labels(cluster, job.action.value).inc()
+            if job.action == JobAction.RUN and job.pool is not None:
+                gpus[(job.pool, "batch")] += job.gpus
+        self._replace(self.allocated_gpus, cluster, gpus)
+        self._replace(self.planned_capacity, cluster, capacity)
+
+        running = {j.spec.job_id: j for j in state.jobs if j.pool is not None} if state is not None else {}
+        for job in alloc.jobs:
+            if job.action != JobAction.PREEMPT:
+                continue
+            current = running.get(job.job_id)
+            pool = current.pool if current is not None and current.pool else (job.pool or "unknown")
+            self.preemptions.labels(cluster, pool).inc()
+            if current is not None:
+                self.lost_work.labels(cluster, pool).inc(current.since_checkpoint_gpu_s)
+
+    def record_cluster_state(self, state: ClusterState) -> None:
+        """Pool sizes, inference capacity vs demand (and shortfall), batch jobs by priority and status."""
+        cluster = state.cluster
+        pools: Series = {}
+        for pool in state.pools:
+            pools[(pool.name, "total")] = pool.gpus_total
+            pools[(pool.name, "available")] = pool.gpus_available
+        self._replace(self.pool_gpus, cluster, pools)
+
+        capacity: Series = {}
+        demand: Series = {}
+        shortfall: Series = {}
+        for svc in state.services:
+            name = (svc.spec.service,)
+            capacity[name] = float(sum(svc.replicas.values()) * svc.spec.gpus_per_replica)
+            if svc.demand_history:
+                demand[name] = svc.demand_history[-1]
+                shortfall[name] = max(demand[name] - capacity[name], 0.0)
+        self._replace(self.service_capacity, cluster, capacity)
+        self._replace(self.service_demand, cluster, demand)
+        self._replace(self.inference_shortfall, cluster, shortfall)
+
+        jobs: Series = defaultdict(float)
+        job_gpus: Series = defaultdict(float)
+        for job in state.jobs:
+            key = (job.spec.priority_class, job.status.value)
+            jobs[key] += 1
+            job_gpus[key] += job.spec.gpus
+        self._replace(self.batch_jobs, cluster, jobs)
+        self._replace(self.batch_gpus, cluster, job_gpus)
+
+    def record_job_event(self, event: JobEvent) -> None:
+        self.job_events.labels(event.cluster, event.kind.value).inc()
+
+    def record_gpu_samples(self, samples: Iterable[GpuSample]) -> None:
+        """A batch of GPU readings: mean utilization per pool of the batch, sample counts."""
+        totals: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for sample in samples:
+            totals[(sample.cluster, sample.pool)].append(sample.utilization_pct / 100.0)
+        for (cluster, pool), values in totals.items():
+            self.gpu_utilization.labels(cluster, pool).set(sum(values) / len(values))
+            self.gpu_samples.labels(cluster, pool).inc(len(values))
+
+    def record_forecast(self, forecast: DemandForecast) -> None:
+        """A newly issued forecast: its first step per quantile, degradation and backtest coverage."""
+        cluster, service = forecast.cluster, forecast.service
+        self.forecasts.labels(cluster, service, forecast.model).inc()
+        for quantile, curve in forecast.quantiles.items():
+            self.forecast_demand.labels(cluster, service, quantile).set(curve[0])
+        self.forecast_degraded.labels(cluster, service).set(1.0 if forecast.degraded_reason else 0.0)
+        if forecast.backtest_coverage_90 is not None:
+            self.forecast_backtest_coverage.labels(cluster, service).set(forecast.backtest_coverage_90)
+
+    def record_forecast_outcome(self, forecast: DemandForecast, actual: DemandSample) -> int | None:
+        """Compare a forecast with the demand that came true; returns the step evaluated (None: outside).
+
+        Call it once per (forecast, step): each call counts one evaluation.
+        """
+        if (actual.cluster, actual.service) != (forecast.cluster, forecast.service):
+            raise ValueError(
+                f"actual: sample of {actual.cluster}/{actual.service} compared with the forecast of "
+                f"{forecast.cluster}/{forecast.service}"
+            )
+        step = forecast_step_index(forecast, actual.time)
+        if step is None:
+            return None
+        cluster, service = forecast.cluster, forecast.service
+        error_gpus = abs(actual.gpus_busy - forecast.quantiles["p50"][step])
+        self.forecast_abs_error.labels(cluster, service).observe(error_gpus)
+        self.forecast_evaluations.labels(cluster, service).inc()
+        for quantile, curve in forecast.quantiles.items():
+            covered = self.forecast_covered.labels(cluster, service, quantile)
+            if actual.gpus_busy <= curve[step] + 1e-9:
+                covered.inc()
+        return step
+
+    def record_actuation(self, result: ActuationResult) -> None:
+        """One actuation result; every outcome's series of its target exists, so a first failure shows."""
+        for outcome in ACTUATION_OUTCOMES:
+            self.actuations.labels(result.cluster, result.backend, result.action, outcome)
+        self.actuations.labels(result.cluster, result.backend, result.action, result.outcome).inc()
+
+    def declare_consumer(self, consumer: str, source_topics: Iterable[str]) -> None:
+        """Create a consumer's dead-letter series at 0 at start-up, so rate() sees its first dead letter."""
+        for topic in source_topics:
+            self.dead_letters.labels(topic, consumer)
+
+    def record_dead_letter(self, letter: DeadLetter) -> None:
+        self.dead_letters.labels(letter.source_topic, letter.consumer).inc()
+
+    def record_consumer_lag(
+        self, consumer_group: str, topic: str, positions: Mapping[int, tuple[int, int]]
+    ) -> int:
+        """Lag per partition from {partition: (position, high watermark)}; returns the topic's total."""
+        total = 0
+        for partition, (position, high) in positions.items():
+            lag = partition_lag_messages(position, high)
+            if lag is None:
+                continue
+            self.consumer_lag.labels(consumer_group, topic, str(partition)).set(lag)
+            total += lag
+        return total
+
+
+def exported_sample_names(registry: CollectorRegistry) -> set[str]:
+    """Every series name a scrape of ``registry`` can show (counters' _total, histograms' _bucket...)."""
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("", "_sum", "_count", "_created"),
+        "gauge": ("",),
+        "info": ("_info",),
+    }
+    names: set[str] = set()
+    for family in registry.collect():
+        names.update(family.name + s for s in suffixes.get(family.type, ("",)))
+        names.update(sample.name for sample in family.samples)
+    return names
+
+
+def ebbtide_metric_names() -> set[str]:
+    """The series names the ebbtide metrics define (on a throwaway registry)."""
+    return exported_sample_names(EbbtideMetrics(CollectorRegistry()).registry)
+
+
+def _process_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    collector: Collector
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    return registry
+
+
+REGISTRY = _process_registry()
+"""The registry a service process serves: ebbtide's metrics plus process, platform and GC metrics."""
+
+METRICS = EbbtideMetrics(REGISTRY)
+"""The process-wide metrics; services record through it, tests build their own EbbtideMetrics."""
+
+
+@dataclass(frozen=True)
+class MetricsEndpoint:
+    """A running /metrics server: the port it bound, and how to stop it."""
+
+    port: int
+    server: WSGIServer
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def serve_metrics(
+    port: int = DEFAULT_METRICS_PORT, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
+) -> MetricsEndpoint:
+    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any path answers too).
+
+    Port 0 picks a free port (tests). Raises OSError naming the address when the port is taken.
+    """
+    try:
+        server, _thread = start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        raise OSError(exc.errno, f"metrics port {addr}:{port}: {exc.strerror}") from exc
+    return MetricsEndpoint(port=int(server.server_address[1]), server=server)

@@ -1,0 +1,92 @@
+"""ForecastSources the simulated loop can use: none, seasonal-naive, a plug-in model, the oracle.
+
+A policy sees the future only through these. ``OracleSource`` is the only one that reads the
+simulator's true demand (every quantile equals the truth): it gives the oracle policy its upper
+bound. ``ModelSource`` wraps any function with seasonal_naive's signature, so the forecaster's
+model plugs in (set EBBTIDE_BENCH_FORECASTER=module:function to use one in the benchmark).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from forecaster.naive import seasonal_naive
+from schemas import ClusterState, DemandForecast
+from simulator.cluster import Simulator
+
+ForecastFn = Callable[..., DemandForecast]
+"""fn(history, *, cluster, service, step_s, horizon_steps, issued_at) -> DemandForecast"""
+
+
+class NoForecastSource:
+    """For policies that use no forecast (the baselines): nothing to compute."""
+
+    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
+        return {}
+
+
+class ModelSource:
+    """Forecast every service from the demand history in the state with ``fn``."""
+
+    def __init__(self, fn: ForecastFn, horizon_steps: int) -> None:
+        self.fn = fn
+        self.horizon_steps = horizon_steps
+
+    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
+        return {
+            svc.spec.service: self.fn(
+                svc.demand_history,
+                cluster=state.cluster,
+                service=svc.spec.service,
+                step_s=state.step_s,
+                horizon_steps=self.horizon_steps,
+                issued_at=now,
+            )
+            for svc in state.services
+        }
+
+
+class SeasonalNaiveSource(ModelSource):
+    def __init__(self, horizon_steps: int) -> None:
+        super().__init__(seasonal_naive, horizon_steps)
+
+
+class OracleSource:
+    """The true future demand (step means) as a forecast with every quantile equal to it."""
+
+    def __init__(self, sim: Simulator, horizon_steps: int) -> None:
+        self.sim = sim
+        self.horizon_steps = horizon_steps
+
+    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
+        from_s = (now - self.sim.scenario.start).total_seconds()
+        out = {}
+        for svc in state.services:
+            truth: Sequence[float] = self.sim.true_step_demand(svc.spec.service, from_s, self.horizon_steps)
+            out[svc.spec.service] = DemandForecast(
+                cluster=state.cluster,
+                service=svc.spec.service,
+                issued_at=now,
+                step_s=state.step_s,
+                horizon_steps=len(truth),
+                quantiles={q: list(truth) for q in ("p50", "p90", "p99")},
+                model="oracle",
+            )
+        return out
+
+
+def plugin_forecast_fn() -> ForecastFn | None:
+    """The forecaster named by EBBTIDE_BENCH_FORECASTER ('module:function'), if set."""
+    target = os.environ.get("EBBTIDE_BENCH_FORECASTER")
+    if not target:
+        return None
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"EBBTIDE_BENCH_FORECASTER: expected 'module:function', got {target!r}")
+    fn = getattr(importlib.import_module(module_name), attr, None)
+    if not callable(fn):
+        raise ValueError(f"EBBTIDE_BENCH_FORECASTER: {target!r} is not a callable")
+    return fn  # type: ignore[no-any-return]

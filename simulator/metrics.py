@@ -1,0 +1,109 @@
+"""Benchmark metrics of one run, exactly as ARCHITECTURE.md defines them.
+
+utilization = useful GPU-time / available GPU-time (GPUs up); useful = inference demand served
+plus batch progress kept (work lost on a stop is subtracted once; restart overhead, loading
+replicas and interference losses are not useful). PWT = sum over jobs of priority weight x
+GPU-hours of kept progress made inside the window (the same rule for every policy). SLO
+shortfall = demanded GPU-minutes not covered / demanded GPU-minutes. Preemptions count stops by
+the policy and by planned maintenance (both avoidable); failures are reported apart.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from simulator.cluster import Simulator
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    scenario: str
+    policy: str
+    utilization: float
+    pwt: float
+    slo_shortfall: float
+    preemptions: int
+    lost_gpu_hours: float
+    deadline_misses: int
+    decision_ms_p50: float
+    decision_ms_p99: float
+    jobs_completed: int
+    jobs_arrived: int
+    jct_hours_by_class: dict[str, float] = field(default_factory=dict)
+    failure_stops: int = 0
+    gang_blocked: int = 0
+    refused_decisions: int = 0
+    busy_fraction: float = 0.0
+    steps: int = 0
+    wall_s: float = 0.0
+
+    def headline(self) -> dict[str, float | int]:
+        """The figures ``ebbtide bench --json`` writes per scenario and policy."""
+        keys = (
+            "utilization",
+            "pwt",
+            "slo_shortfall",
+            "preemptions",
+            "lost_gpu_hours",
+            "deadline_misses",
+            "decision_ms_p50",
+            "decision_ms_p99",
+        )
+        return {k: getattr(self, k) for k in keys}
+
+    def details(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def compute_metrics(
+    sim: Simulator, policy: str, decision_ms: Sequence[float], wall_s: float = 0.0
+) -> RunMetrics:
+    ledger = sim.ledger
+    live = list(sim.jobs.values()) + list(sim.finished.values())
+    pwt = sum(j.spec.priority_weight * max(j.done_gpu_s, 0.0) for j in live) / HOUR_S
+    jct: dict[str, list[float]] = defaultdict(list)
+    misses = 0
+    deadline_of = {}
+    for job in sim.arrivals:
+        if job.spec.deadline is not None:
+            deadline_of[job.spec.job_id] = (job.spec.deadline - sim.scenario.start).total_seconds()
+    for done_job in sim.finished.values():
+        assert done_job.finished_at_s is not None
+        jct[done_job.spec.priority_class].append((done_job.finished_at_s - done_job.sim.arrival_s) / HOUR_S)
+    for job_id, deadline_s in deadline_of.items():
+        done = sim.finished.get(job_id)
+        if done is not None:
+            misses += int(done.finished_at_s is not None and done.finished_at_s > deadline_s + 1e-6)
+        elif deadline_s <= sim.window_s:
+            misses += 1
+    lat = np.asarray(decision_ms, dtype=float) if decision_ms else np.zeros(1)
+    capacity = max(ledger.capacity_gpu_s, 1e-9)
+    demanded = ledger.demand_gpu_s
+    shortfall = (demanded - ledger.served_gpu_s) / demanded if demanded > 0 else 0.0
+    return RunMetrics(
+        scenario=sim.scenario.name,
+        policy=policy,
+        utilization=ledger.useful_gpu_s / capacity,
+        pwt=pwt,
+        slo_shortfall=shortfall,
+        preemptions=ledger.stops["policy"] + ledger.stops["maintenance"],
+        lost_gpu_hours=(ledger.lost_work_gpu_s + ledger.restart_overhead_gpu_s) / HOUR_S,
+        deadline_misses=misses,
+        decision_ms_p50=float(np.percentile(lat, 50)),
+        decision_ms_p99=float(np.percentile(lat, 99)),
+        jobs_completed=len(sim.finished),
+        jobs_arrived=len(sim.arrivals),
+        jct_hours_by_class={k: float(np.mean(v)) for k, v in sorted(jct.items())},
+        failure_stops=ledger.stops["failure"],
+        gang_blocked=ledger.gang_blocked,
+        refused_decisions=ledger.refused,
+        busy_fraction=ledger.busy_gpu_s / capacity,
+        steps=sim.steps,
+        wall_s=wall_s,
+    )

@@ -1,0 +1,1 @@
+"""Baseline policies (fifo, priority-backfill, reactive), each behind optimizer.policy.Policy."""

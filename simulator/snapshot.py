@@ -1,0 +1,78 @@
+"""The simulator's ClusterState snapshot: everything a policy may see, and nothing more.
+
+Built from the simulator's books: pools (GPUs up, announced maintenance windows, free GPUs per
+up node after running jobs), services (replicas per pool, demand history per step) and the
+queued and running jobs with their estimates (never their true work). Failures are not announced.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from schemas import ClusterState, JobState, JobStatus, PoolState, PoolWindow, ServiceState
+
+if TYPE_CHECKING:
+    from simulator.cluster import Simulator
+
+
+def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
+    start = sim.scenario.start
+    pools = []
+    job_free = sim.job_free_by_node(sim.now_s)
+    for pool in sim.pools.values():
+        up = pool.up_nodes(sim.now_s)
+        windows = [
+            PoolWindow(
+                start=start + timedelta(seconds=o.start_s),
+                end=start + timedelta(seconds=o.end_s),
+                gpus_out=pool.gpus_per_node,
+            )
+            for o in pool.outages
+            if o.planned and o.end_s > sim.now_s
+        ]
+        pools.append(
+            PoolState(
+                name=pool.name,
+                gpu_type=pool.gpu_type,
+                gpus_total=pool.gpus_total,
+                gpus_available=pool.gpus_up(sim.now_s),
+                gpus_per_node=pool.gpus_per_node,
+                max_share=pool.max_share,
+                windows=windows,
+                free_gpus_by_node=[f for f, is_up in zip(job_free[pool.name], up, strict=True) if is_up],
+            )
+        )
+    services = []
+    for name, spec in sim.specs.items():
+        replicas = {
+            p: math.ceil(c.footprint / spec.gpus_per_replica - 1e-9)
+            for p, c in sim.capacity[name].items()
+            if c.footprint > 1e-9
+        }
+        services.append(ServiceState(spec=spec, replicas=replicas, demand_history=sim.demand_history(name)))
+    jobs = []
+    for job in sim.jobs.values():
+        if job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
+            continue
+        jobs.append(
+            JobState(
+                spec=job.spec,
+                status=job.status,
+                submitted_at=start + timedelta(seconds=job.sim.arrival_s),
+                pool=job.pool,
+                started_at=None if job.started_at_s is None else start + timedelta(seconds=job.started_at_s),
+                done_gpu_s=max(job.done_gpu_s, 0.0),
+                since_checkpoint_gpu_s=job.since_checkpoint_gpu_s,
+                preemptions=job.preemptions,
+            )
+        )
+    return ClusterState(
+        cluster=sim.scenario.cluster,
+        as_of=now,
+        step_s=sim.step_s,
+        pools=pools,
+        services=services,
+        jobs=jobs,
+    )

@@ -1,0 +1,275 @@
+"""The Helm chart (deploy/helm/ebbtide) renders manifests that the Kubernetes OpenAPI schema accepts.
+
+helm renders the chart (built by scripts/install_deploy_tools.sh); kubernetes-validate checks each
+manifest against the bundled schema of KUBE_VERSION, strictly (unknown fields are errors). The
+Prometheus Operator's CRDs (ServiceMonitor, PrometheusRule) have no schema there: they are skipped
+in schema validation, explicitly, and checked structurally against the Services they select.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ebbtide.metrics import COMPONENTS, DEFAULT_METRICS_PORT
+
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate", reason="kubernetes-validate missing: run scripts/install_deploy_tools.sh"
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "ebbtide"
+KUBE_VERSION = "1.33.0"
+CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+NAMESPACE = "gpu-loop"
+
+
+def render(helm: str, *overrides: str, release: str = "ebbtide") -> list[dict[str, Any]]:
+    args = [helm, "template", release, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+    for override in overrides:
+        args += ["--set", override]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def schema_errors(docs: Sequence[dict[str, Any]]) -> list[str]:
+    errors = []
+    for doc in docs:
+        if (doc["apiVersion"], doc["kind"]) in CRD_KINDS:
+            continue
+        try:
+            kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            errors.append(f"{doc['kind']}/{doc['metadata']['name']} {path}: {exc.message}")
+        except kubernetes_validate.SchemaNotFoundError:
+            errors.append(f"{doc['kind']} ({doc['apiVersion']}): no schema and not a known CRD")
+    return errors
+
+
+def by_kind(docs: Sequence[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def workloads(docs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Component name -> its Deployment or DaemonSet."""
+    found = {}
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "DaemonSet"):
+            found[doc["metadata"]["labels"]["app.kubernetes.io/component"]] = doc
+    return found
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    containers = workload["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def env_of(workload: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container(workload)["env"] if "value" in e}
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+@pytest.fixture(scope="module")
+def default_docs(helm: str) -> list[dict[str, Any]]:
+    return render(helm)
+
+
+def test_helm_lint(helm: str) -> None:
+    result = subprocess.run([helm, "lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rendered_manifests_match_the_kubernetes_schema(
+    helm: str, default_docs: list[dict[str, Any]]
+) -> None:
+    variants = {
+        "defaults": default_docs,
+        "everything on": render(
+            helm,
+            "prometheusRule.enabled=true",
+            "clusterSpec.cluster=demo",
+            "rbac.namespaces={inference,batch}",
+            "components.collector.kind=Deployment",
+            "components.collector.replicas=1",
+            "components.collector.runtimeClassName=nvidia",
+            "env.EBBTIDE_STATE__MAX_HISTORY_STEPS=96",
+            release="prod",
+        ),
+        "minimal": render(
+            helm,
+            "serviceMonitor.enabled=false",
+            "rbac.create=false",
+            "priorityClasses.create=false",
+            "components.collector.enabled=false",
+        ),
+    }
+    for name, docs in variants.items():
+        errors = schema_errors(docs)
+        assert not errors, f"{name}:\n" + "\n".join(errors)
+    kinds = {d["kind"] for d in default_docs}
+    assert {
+        "Deployment",
+        "DaemonSet",
+        "Service",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ServiceMonitor",
+    } <= kinds
+
+
+def test_the_schema_check_rejects_a_broken_manifest(default_docs: list[dict[str, Any]]) -> None:
+    broken = copy.deepcopy(workloads(default_docs)["optimizer"])
+    container(broken)["ports"][0]["containerPort"] = "metrics"
+    container(broken)["livenessProbe"]["httpGet"]["paht"] = "/metrics"
+    errors = schema_errors([broken])
+    assert len(errors) == 1 and "Deployment/ebbtide-optimizer" in errors[0]
+
+
+def test_every_service_runs_with_kafka_metrics_and_probes(default_docs: list[dict[str, Any]]) -> None:
+    found = workloads(default_docs)
+    assert set(found) == set(COMPONENTS)
+    assert found["collector"]["kind"] == "DaemonSet"
+    for name, workload in found.items():
+        c = container(workload)
+        assert c["args"] == ["run", name]
+        env = env_of(workload)
+        assert env["EBBTIDE_KAFKA__BOOTSTRAP_SERVERS"] == env["EBBTIDE_KAFKA_BOOTSTRAP"] == "kafka:9092"
+        assert env["EBBTIDE_METRICS_PORT"] == str(DEFAULT_METRICS_PORT)
+        assert c["ports"] == [{"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"}]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, (name, probe)
+        assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"], name
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert workload["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_env_the_chart_sets_is_accepted_by_the_settings(
+    default_docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every EBBTIDE_* value the chart gives a service loads through ebbtide.settings without error."""
+    settings = pytest.importorskip("ebbtide.settings")
+    for name, workload in workloads(default_docs).items():
+        with monkeypatch.context() as env:
+            for key, value in env_of(workload).items():
+                env.setenv(key, value)
+            loaded = settings.load_settings()
+        assert loaded.metrics_port == DEFAULT_METRICS_PORT, name
+        assert loaded.kafka.bootstrap_servers == "kafka:9092", name
+
+
+def test_service_monitor_selects_every_metrics_service(default_docs: list[dict[str, Any]]) -> None:
+    (monitor,) = by_kind(default_docs, "ServiceMonitor").values()
+    services = by_kind(default_docs, "Service")
+    assert len(services) == len(COMPONENTS)
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    ports = {e["port"] for e in monitor["spec"]["endpoints"]}
+    assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    pods = {name: w["spec"]["template"]["metadata"]["labels"] for name, w in workloads(default_docs).items()}
+    for name, service in services.items():
+        assert selects(selector, service["metadata"]["labels"]), f"ServiceMonitor misses Service {name}"
+        assert {p["name"] for p in service["spec"]["ports"]} == ports == {"metrics"}
+        component = service["metadata"]["labels"]["app.kubernetes.io/component"]
+        assert selects(service["spec"]["selector"], pods[component]), f"Service {name} selects no pod"
+        others = [
+            c for c, labels in pods.items() if c != component and selects(service["spec"]["selector"], labels)
+        ]
+        assert not others, f"Service {name} also selects {others}"
+
+
+def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) triples a list of RBAC rules allows."""
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.get("apiGroups", [""])
+        for resource in rule.get("resources", [])
+        for verb in rule.get("verbs", [])
+    }
+
+
+def test_only_the_actuator_gets_kubernetes_rights(default_docs: list[dict[str, Any]]) -> None:
+    (role,) = by_kind(default_docs, "Role").values()
+    (cluster_role,) = by_kind(default_docs, "ClusterRole").values()
+    bound: set[str] = set()
+    for kind, target in (("RoleBinding", role), ("ClusterRoleBinding", cluster_role)):
+        (binding,) = by_kind(default_docs, kind).values()
+        assert binding["roleRef"]["name"] == target["metadata"]["name"]
+        bound |= {s["name"] for s in binding["subjects"]}
+    for name, workload in workloads(default_docs).items():
+        pod = workload["spec"]["template"]["spec"]
+        if name == "actuator":
+            assert pod["serviceAccountName"] in bound and pod["automountServiceAccountToken"] is True
+        else:
+            assert pod["serviceAccountName"] not in bound and pod["automountServiceAccountToken"] is False
+    granted = grants(role["rules"]) | grants(cluster_role["rules"])
+    assert ("apps", "deployments/scale", "patch") in granted
+    assert ("batch", "jobs", "patch") in granted
+    assert not any(v in {"create", "delete", "deletecollection", "*"} for _, _, v in granted)
+    assert not any(r in {"secrets", "pods"} for _, r, _ in granted)
+
+
+def test_chart_rbac_equals_deploy_rbac(default_docs: list[dict[str, Any]]) -> None:
+    """The chart grants the actuator exactly what deploy/rbac/ (the actuators' own manifests) does."""
+    rbac_dir = ROOT / "deploy" / "rbac"
+    files = sorted(rbac_dir.glob("*.y*ml")) if rbac_dir.is_dir() else []
+    if not files:
+        pytest.skip("deploy/rbac/ has no manifests yet")
+    reference = [doc for path in files for doc in yaml.safe_load_all(path.read_text()) if doc]
+    for kind in ("Role", "ClusterRole"):
+        wanted = set().union(*(grants(d["rules"]) for d in reference if d["kind"] == kind))
+        chart = set().union(*(grants(d["rules"]) for d in by_kind(default_docs, kind).values()))
+        assert chart == wanted, (
+            f"{kind}: chart only {sorted(chart - wanted)}, deploy/rbac only {sorted(wanted - chart)}"
+        )
+    fields = ("value", "preemptionPolicy", "globalDefault", "description")
+    reference_classes = [d for d in reference if d["kind"] == "PriorityClass"]
+    wanted_classes = {d["metadata"]["name"]: [d.get(f) for f in fields] for d in reference_classes}
+    chart_classes = {n: [d.get(f) for f in fields] for n, d in by_kind(default_docs, "PriorityClass").items()}
+    assert chart_classes == wanted_classes
+
+
+def test_prometheus_rule_carries_the_alert_rules(helm: str) -> None:
+    source = (ROOT / "deploy" / "prometheus" / "ebbtide-rules.yml").read_text()
+    assert (CHART / "files" / "ebbtide-rules.yml").read_text() == source, (
+        "copy deploy/prometheus/ebbtide-rules.yml to deploy/helm/ebbtide/files/"
+    )
+    (rule,) = by_kind(render(helm, "prometheusRule.enabled=true"), "PrometheusRule").values()
+    assert rule["spec"] == yaml.safe_load(source)
+
+
+def test_bad_values_fail_naming_the_setting(helm: str) -> None:
+    args = [helm, "template", "x", str(CHART), "--kube-version", KUBE_VERSION]
+    cases = {
+        "kafka.bootstrapServers=kafka": "/kafka/bootstrapServers",
+        "components.optimizer.kind=StatefulSet": "/components/optimizer/kind",
+        "metrics.port=0": "/metrics/port",
+    }
+    for override, field in cases.items():
+        result = subprocess.run([*args, "--set", override], capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0, override
+        assert field in result.stderr, result.stderr
+
+
+def test_cluster_spec_is_mounted_and_named(helm: str) -> None:
+    docs = render(helm, "clusterSpec.cluster=demo", "clusterSpec.step_s=900")
+    (config,) = by_kind(docs, "ConfigMap").values()
+    assert yaml.safe_load(config["data"]["cluster.yaml"]) == {"cluster": "demo", "step_s": 900}
+    optimizer = workloads(docs)["optimizer"]
+    assert env_of(optimizer)["EBBTIDE_CLUSTER_SPEC"] == "/etc/ebbtide/cluster.yaml"
+    mounts = {m["mountPath"] for m in container(optimizer)["volumeMounts"]}
+    assert "/etc/ebbtide" in mounts

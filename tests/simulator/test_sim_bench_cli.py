@@ -1,0 +1,112 @@
+"""``ebbtide bench`` end to end on a tiny scenario file: JSON shape, PNG, bad-file message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from ebbtide import cli_bench
+
+TINY = """
+name: tiny-bench
+window_hours: 3
+quick_window_hours: 2
+pools: [{name: p, gpu_type: A100, nodes: 2, gpus_per_node: 4}]
+services:
+  - spec: {service: svc}
+    demand: {kind: diurnal, peak_gpus: 4}
+workload:
+  generators:
+    - arrivals_per_hour: 3
+      initial_backlog: 4
+      gangs: {1: 1, 4: 1}
+      hours_median: 1
+      classes: [{name: s, weight: 1, share: 1}]
+"""
+
+KEYS = {
+    "utilization",
+    "pwt",
+    "slo_shortfall",
+    "preemptions",
+    "lost_gpu_hours",
+    "deadline_misses",
+    "decision_ms_p50",
+    "decision_ms_p99",
+}
+
+
+def app() -> typer.Typer:
+    application = typer.Typer()
+    cli_bench.register(application)
+    application.command("noop")(lambda: None)  # keep a multi-command app so 'bench' is a subcommand
+    return application
+
+
+def test_bench_writes_json_and_png(tmp_path: Path) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(
+        app(),
+        [
+            "bench",
+            "--quick",
+            "--scenario-file",
+            str(scenario),
+            "--policy",
+            "fifo",
+            "--policy",
+            "reactive",
+            "--json",
+            str(out),
+            "--out-dir",
+            str(tmp_path / "png"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    cells = data["scenarios"]["tiny-bench"]
+    assert set(cells) == {"fifo", "reactive"}
+    for figures in cells.values():
+        assert set(figures) == KEYS
+        assert 0.0 <= figures["utilization"] <= 1.0 and 0.0 <= figures["slo_shortfall"] <= 1.0
+    assert (tmp_path / "png" / "bench_quick.png").stat().st_size > 0
+    assert "peak memory" in result.output
+
+
+def test_bench_rejects_a_bad_file_naming_file_and_field(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(TINY.replace("nodes: 2", "nodes: -1"))
+    result = CliRunner().invoke(app(), ["bench", "--scenario-file", str(scenario), "--policy", "fifo"])
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "pools.0.nodes" in result.output
+
+
+def test_bench_rejects_unknown_names() -> None:
+    result = CliRunner().invoke(app(), ["bench", "--scenario", "nope"])
+    assert result.exit_code != 0 and "nope" in result.output
+    result = CliRunner().invoke(app(), ["bench", "--scenario", "steady", "--policy", "nope"])
+    assert result.exit_code != 0 and "nope" in result.output
+
+
+def test_a_failing_policy_is_reported_without_hiding_the_others(tmp_path: Path) -> None:
+    from bench.scenarios_bench import run_bench
+    from simulator.registry import baseline_factories
+    from simulator.scenario import load_scenario
+
+    scenario_path = tmp_path / "tiny.yaml"
+    scenario_path.write_text(TINY)
+
+    def broken(sim):  # type: ignore[no-untyped-def]
+        raise RuntimeError("solver exploded")
+
+    result = run_bench(
+        [load_scenario(scenario_path)], {"fifo": baseline_factories()["fifo"], "broken": broken}, quick=True
+    )
+    assert set(result.results["tiny-bench"]) == {"fifo"}
+    assert "solver exploded" in result.failures["tiny-bench"]["broken"]
+    assert result.to_json()["failures"] == result.failures
