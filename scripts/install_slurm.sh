@@ -9,6 +9,8 @@ need=()
 for bin in slurmctld slurmd slurmrestd munged squeue scontrol sbatch; do
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || need+=("$bin")
 done
+# auth/jwt (for slurmrestd tokens) comes in its own package.
+ls /usr/lib/*/slurm-wlm/auth_jwt.so >/dev/null 2>&1 || need+=("auth_jwt.so")
 if [ ${#need[@]} -eq 0 ]; then
   echo "install_slurm: already installed (slurm-wlm $(slurm_version))"
   exit 0
@@ -25,8 +27,8 @@ export DEBIAN_FRONTEND=noninteractive
 if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial || true)" ]; then
   $SUDO apt-get update -q
 fi
-if ! $SUDO apt-get install -y -q --no-install-recommends slurm-wlm munge slurmrestd; then
+if ! $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd; then
   $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends slurm-wlm munge slurmrestd
+  $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd
 fi
 echo "install_slurm: installed slurm-wlm $(slurm_version)"

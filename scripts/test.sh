@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
-for installer in scripts/install_*.sh scripts/fetch_*.sh; do
+for installer in scripts/install_*.sh scripts/fetch_*.sh scripts/build_*.sh; do
   [ -f "$installer" ] || continue
   echo "== $installer"
   bash "$installer"

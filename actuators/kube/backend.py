@@ -1,0 +1,298 @@
+"""The Kubernetes backend: Deployments (or their HPA's bounds) for inference, suspended Jobs for batch.
+
+Place in the loop: a ``Backend`` for the ``Actuator`` engine, talking to one namespace through
+the official client. How an Allocation maps onto Kubernetes objects:
+
+- service capacity ``(service, pool, replicas)``: the Deployment labelled
+  ``ebbtide.io/service=<service>, ebbtide.io/pool=<pool>``. Without an HPA its scale subresource
+  is set to ``replicas``. When an HPA targets it, the actuator never touches the replica count
+  (that would fight the HPA): it moves the HPA's ``minReplicas`` to the planned capacity (at
+  least 1) and lifts ``maxReplicas`` if it is below; the HPA may still add replicas above it.
+- job ``run``: the Job (or JobSet) labelled ``ebbtide.io/job-id=<job_id>`` is placed on the pool
+  (every pod template's ``nodeSelector[<pool label>] = <pool>``) and resumed
+  (``spec.suspend: false``) in one patch, while suspended, as Kueue does. Its PriorityClass is
+  the submitter's (a pod template's priority is immutable); deploy/rbac/priorityclasses.yaml has
+  the two classes that make the node-level scheduler agree with the plan.
+- job ``hold``: a Job not started yet is suspended.
+- job ``preempt``: the Job gets the checkpoint request annotation, the engine waits the grace
+  period once for all preempted jobs, then ``spec.suspend: true`` (the job controller stops its
+  pods with their own termination grace period).
+- every object the actuator changes carries ``ebbtide.io/plan-id``, ``ebbtide.io/action`` and
+  ``ebbtide.io/reason`` annotations saying which plan decided what.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from actuators.base import PHASE_PREEMPT, PHASE_SERVICES, Change
+from actuators.kube.client import call
+from actuators.kube.workloads import ANN_PLAN, LABEL_JOB, BatchWorkload, list_jobs, list_jobsets
+from actuators.observation import Observation, ObservedJob, ObservedService, service_key
+from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+
+LABEL_SERVICE = "ebbtide.io/service"
+LABEL_POOL = "ebbtide.io/pool"
+ANN_ACTION = "ebbtide.io/action"
+ANN_REASON = "ebbtide.io/reason"
+ANN_CHECKPOINT = "ebbtide.io/checkpoint-requested-at"
+
+
+def _annotations(allocation: Allocation, action: str, reason: str) -> dict[str, str]:
+    return {ANN_PLAN: allocation.plan_id, ANN_ACTION: action, ANN_REASON: reason[:500]}
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        cluster: str,
+        namespace: str,
+        pool_label: str = LABEL_POOL,
+        gpu_resource: str = "nvidia.com/gpu",
+        checkpoint_grace_s: float = 30.0,
+        jobsets: bool = True,
+        request_timeout_s: float = 10.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if checkpoint_grace_s < 0:
+            raise ValueError(f"checkpoint_grace_s: must be >= 0, got {checkpoint_grace_s}")
+        self.apps = client.AppsV1Api(api)
+        self.api = api
+        self.autoscaling = client.AutoscalingV2Api(api)
+        self.core = client.CoreV1Api(api)
+        self.cluster = cluster
+        self.namespace = namespace
+        self.pool_label = pool_label
+        self.gpu_resource = gpu_resource
+        self.checkpoint_grace_s = checkpoint_grace_s
+        self.jobsets = jobsets
+        self.timeout = request_timeout_s
+        self._clock = clock
+        self._deployments: dict[str, Any] = {}
+        self._hpas: dict[str, Any] = {}
+        self._jobs: dict[str, BatchWorkload] = {}
+
+    # -- observe ---------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        ns, t = self.namespace, self.timeout
+        deployments: list[Any] = call(
+            "list deployments",
+            lambda: self.apps.list_namespaced_deployment(
+                ns, label_selector=LABEL_SERVICE, _request_timeout=t
+            ),
+        ).items
+        hpas: list[Any] = call(
+            "list HPAs",
+            lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(ns, _request_timeout=t),
+        ).items
+        workloads = list_jobs(self.api, ns, self.pool_label, self.gpu_resource, t)
+        if self.jobsets:
+            workloads += list_jobsets(self.api, ns, self.pool_label, self.gpu_resource, t)
+        nodes: list[Any] = call(
+            "list nodes", lambda: self.core.list_node(label_selector=self.pool_label, _request_timeout=t)
+        ).items
+
+        self._deployments, self._hpas = {}, {}
+        self._jobs = {w.job_id: w for w in workloads}
+        services: dict[str, ObservedService] = {}
+        for dep in deployments:
+            labels = dep.metadata.labels or {}
+            if LABEL_POOL not in labels:
+                continue
+            key = service_key(labels[LABEL_SERVICE], labels[LABEL_POOL])
+            self._deployments[key] = dep
+            services[key] = ObservedService(
+                service=labels[LABEL_SERVICE],
+                pool=labels[LABEL_POOL],
+                replicas=int(dep.spec.replicas or 0),
+                gpus=float(int(dep.spec.replicas or 0) * self._pod_gpus(dep.spec.template)),
+                plan_id=(dep.metadata.annotations or {}).get(ANN_PLAN),
+            )
+        for hpa in hpas:
+            ref = hpa.spec.scale_target_ref
+            if ref.kind == "Deployment":
+                self._hpas[ref.name] = hpa
+
+        observed_jobs = {
+            w.job_id: ObservedJob(
+                job_id=w.job_id,
+                backend_id=f"{ns}/{w.kind.lower()}/{w.name}",
+                phase=w.phase,
+                pool=w.pool,
+                gpus=w.gpus,
+                plan_id=w.plan_id,
+            )
+            for w in workloads
+        }
+
+        total: dict[str, int] = {}
+        for node in nodes:
+            pool = (node.metadata.labels or {}).get(self.pool_label)
+            if pool is None:
+                continue
+            gpus = int((node.status.allocatable or {}).get(self.gpu_resource, "0") if node.status else 0)
+            total[pool] = total.get(pool, 0) + gpus
+        used: dict[str, int] = {}
+        for seen in observed_jobs.values():
+            if seen.phase == "running" and seen.pool is not None:
+                used[seen.pool] = used.get(seen.pool, 0) + seen.gpus
+        for svc in services.values():
+            used[svc.pool] = used.get(svc.pool, 0) + int(svc.gpus)
+        free = {pool: max(total[pool] - used.get(pool, 0), 0) for pool in total}
+        return Observation(
+            cluster=self.cluster,
+            backend=self.name,
+            time=self._clock(),
+            jobs=observed_jobs,
+            services=services,
+            gpus_total=total,
+            gpus_free=free,
+        )
+
+    def _pod_gpus(self, template: Any) -> int:
+        gpus = 0
+        for container in (template.spec.containers or []) if template and template.spec else []:
+            limits = (container.resources.limits or {}) if container.resources else {}
+            gpus += int(limits.get(self.gpu_resource, 0))
+        return gpus
+
+    # -- plan ------------------------------------------------------------------------------
+
+    def plan(self, allocation: Allocation, observed: Observation) -> Sequence[Change]:
+        changes = [self._plan_service(allocation, s) for s in allocation.services]
+        return changes + [self._plan_job(allocation, j, observed) for j in allocation.jobs]
+
+    def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
+        target = f"service/{decision.service}/{decision.pool}"
+        dep = self._deployments.get(service_key(decision.service, decision.pool))
+        if dep is None:
+            return Change(
+                target=target,
+                action="scale",
+                detail="no Deployment",
+                phase=PHASE_SERVICES,
+                skip_reason=f"no Deployment labelled {LABEL_SERVICE}={decision.service},"
+                f" {LABEL_POOL}={decision.pool} in {self.namespace}",
+            )
+        name, ns, t = dep.metadata.name, self.namespace, self.timeout
+        meta = {"metadata": {"annotations": _annotations(allocation, "scale", decision.reason)}}
+        hpa = self._hpas.get(name)
+        if hpa is not None:
+            low = max(decision.replicas, 1)
+            high = max(int(hpa.spec.max_replicas), low)
+            if int(hpa.spec.min_replicas or 1) == low and int(hpa.spec.max_replicas) == high:
+                return Change(target=target, action="hpa-bounds", detail="matches", phase=PHASE_SERVICES)
+            body = {**meta, "spec": {"minReplicas": low, "maxReplicas": high}}
+            hpa_name = hpa.metadata.name
+            return Change(
+                target=target,
+                action="hpa-bounds",
+                detail=f"HPA {hpa_name}: min {low}, max {high}",
+                phase=PHASE_SERVICES,
+                execute=lambda: call(
+                    "patch HPA",
+                    lambda: self.autoscaling.patch_namespaced_horizontal_pod_autoscaler(
+                        hpa_name, ns, body, _request_timeout=t
+                    ),
+                ),
+            )
+        if int(dep.spec.replicas or 0) == decision.replicas:
+            return Change(target=target, action="scale", detail="matches", phase=PHASE_SERVICES)
+
+        def scale() -> None:
+            call(
+                "patch deployment scale",
+                lambda: self.apps.patch_namespaced_deployment_scale(
+                    name, ns, {"spec": {"replicas": decision.replicas}}, _request_timeout=t
+                ),
+            )
+            call(
+                "annotate deployment",
+                lambda: self.apps.patch_namespaced_deployment(name, ns, meta, _request_timeout=t),
+            )
+
+        return Change(
+            target=target,
+            action="scale",
+            execute=scale,
+            phase=PHASE_SERVICES,
+            detail=f"Deployment {name}: {dep.spec.replicas} -> {decision.replicas} replicas",
+        )
+
+    def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
+        target = f"job/{decision.job_id}"
+        action = decision.action.value
+        seen = observed.jobs.get(decision.job_id)
+        job = self._jobs.get(decision.job_id)
+        if seen is None or job is None:
+            return Change(
+                target=target,
+                action=action,
+                detail="unknown",
+                skip_reason=f"no Job or JobSet labelled {LABEL_JOB}={decision.job_id} in {self.namespace}",
+            )
+        if seen.phase in {"finished", "failed", "cancelled"}:
+            return Change(target=target, action=action, detail=seen.phase, skip_reason=f"job is {seen.phase}")
+        meta = {"annotations": _annotations(allocation, action, decision.reason)}
+
+        def patch(body: dict[str, Any]) -> Callable[[], object]:
+            return lambda: job.patch(body)
+
+        if decision.action == JobAction.RUN:
+            if seen.phase != "held":
+                if seen.pool == decision.pool:
+                    return Change(target=target, action=action, detail="resumed in pool")
+                return Change(
+                    target=target,
+                    action=action,
+                    detail="started elsewhere",
+                    skip_reason=f"started in pool {seen.pool}; a started job moves only after a preempt",
+                )
+            body = job.run_body(
+                self.pool_label,
+                str(decision.pool),
+                {"metadata": {**meta, "labels": {LABEL_POOL: str(decision.pool)}}},
+            )
+            return Change(
+                target=target, action=action, detail=f"place on {decision.pool}, resume", execute=patch(body)
+            )
+        if decision.action == JobAction.HOLD:
+            if seen.phase == "held":
+                return Change(target=target, action=action, detail="suspended")
+            if seen.phase == "running":
+                return Change(
+                    target=target,
+                    action=action,
+                    detail="running",
+                    skip_reason="hold applies to waiting jobs; preempt stops a running one",
+                )
+            return Change(
+                target=target,
+                action=action,
+                detail="suspend before start",
+                execute=patch({"metadata": meta, "spec": {"suspend": True}}),
+            )
+        if seen.phase == "held":
+            return Change(target=target, action=action, detail="suspended", phase=PHASE_PREEMPT)
+        stamp = self._clock().isoformat()
+        return Change(
+            target=target,
+            action=action,
+            detail="checkpoint, then suspend",
+            phase=PHASE_PREEMPT,
+            prepare=patch({"metadata": {"annotations": {ANN_CHECKPOINT: stamp}}}),
+            grace_s=self.checkpoint_grace_s if seen.phase == "running" else 0.0,
+            execute=patch({"metadata": meta, "spec": {"suspend": True}}),
+        )
+
+
+__all__ = ["KubernetesBackend"]

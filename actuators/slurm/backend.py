@@ -1,0 +1,379 @@
+"""The Slurm backend: pools are partitions; batch jobs are held/released/moved/requeued; inference
+capacity is held as reservations.
+
+Place in the loop: a ``Backend`` for the ``Actuator`` engine. It maps an Allocation onto Slurm:
+
+- job ``run``: a pending job is moved to the pool's partition (while pending) and released;
+  a suspended one is resumed. A job already running in that pool is left alone.
+- job ``hold``: a pending job is held (``scontrol hold``); a running job is not touched.
+- job ``preempt``: the job gets its checkpoint signal (``scancel --full --signal=USR1``), the
+  engine waits the grace period once for all preempted jobs, then ``scontrol requeuehold`` puts
+  it back in the queue, held until a later step says ``run``.
+- service capacity: a reservation ``ebbtide--<service>--<pool>`` of ceil(gpus / GPUs per node)
+  nodes of the pool's partition until the allocation's ``valid_until``; updated when the next
+  step differs, deleted when capacity goes to zero or the service leaves the allocation.
+
+Jobs are matched by their Slurm job name (= ebbtide job_id). Every change records the plan in the
+job's AdminComment (``ebbtide plan=<plan_id> action=<action>``), which ``observe`` reads back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Protocol
+
+from actuators.base import PHASE_JOBS, PHASE_PREEMPT, PHASE_SERVICES, Change
+from actuators.observation import JobPhase, Observation, ObservedJob, ObservedService, service_key
+from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+
+RESERVATION_PREFIX = "ebbtide--"
+_GPU_IN_TRES = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
+_GPU_IN_GRES = re.compile(r"gpu(?::[\w.-]+)?:(\d+)")
+_PLAN_IN_COMMENT = re.compile(r"ebbtide plan=(\S+)")
+_TERMINAL = {"finished", "failed", "cancelled"}
+
+
+class SlurmTransport(Protocol):
+    """What the backend needs from Slurm; ``SlurmCli`` and ``SlurmRest`` provide it."""
+
+    def jobs(self) -> list[dict[str, Any]]: ...
+    def nodes(self) -> list[dict[str, Any]]: ...
+    def reservations(self) -> list[dict[str, str]]: ...
+    def update_job(self, job_id: str, fields: Mapping[str, str]) -> None: ...
+    def hold(self, job_id: str) -> None: ...
+    def release(self, job_id: str) -> None: ...
+    def resume(self, job_id: str) -> None: ...
+    def signal(self, job_id: str, signal: str) -> None: ...
+    def requeue_hold(self, job_id: str) -> None: ...
+    def create_reservation(self, fields: Mapping[str, str]) -> None: ...
+    def update_reservation(self, name: str, fields: Mapping[str, str]) -> None: ...
+    def delete_reservation(self, name: str) -> None: ...
+
+
+def job_phase(job: Mapping[str, Any]) -> JobPhase:
+    state = str(job.get("job_state", "")).upper()
+    reason = str(job.get("state_reason", ""))
+    if state in {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "PREEMPTED"}:
+        held = reason.startswith("JobHeld") or state == "REQUEUE_HOLD" or job.get("priority") == 0
+        return "held" if held else "pending"
+    if state in {"RUNNING", "CONFIGURING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"}:
+        return "running"
+    if state in {"SUSPENDED", "STOPPED"}:
+        return "suspended"
+    if state == "COMPLETED":
+        return "finished"
+    if state == "CANCELLED":
+        return "cancelled"
+    return "failed"
+
+
+def job_gpus(job: Mapping[str, Any]) -> int:
+    for field in ("tres_req_str", "tres_alloc_str"):
+        m = _GPU_IN_TRES.search(str(job.get(field) or ""))
+        if m:
+            return int(m.group(1)) * max(int(job.get("node_count") or 1), 1)
+    m = _GPU_IN_GRES.search(str(job.get("tres_per_node") or ""))
+    return int(m.group(1)) * max(int(job.get("node_count") or 1), 1) if m else 0
+
+
+def _gres_gpus(text: str) -> int:
+    return sum(int(m.group(1)) for m in _GPU_IN_GRES.finditer(text.split("(")[0] if "(" in text else text))
+
+
+def _plan_note(job: Mapping[str, Any]) -> str | None:
+    """The plan recorded on a job: AdminComment (CLI, as admin) or Comment (slurmrestd, as owner)."""
+    for field in ("admin_comment", "comment"):
+        m = _PLAN_IN_COMMENT.search(str(job.get(field) or ""))
+        if m:
+            return m.group(1)
+    return None
+
+
+def reservation_name(service: str, pool: str) -> str:
+    return f"{RESERVATION_PREFIX}{service}--{pool}"
+
+
+def slurm_time(when: datetime) -> str:
+    """Slurm reads and prints times in the controller's local time zone."""
+    return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(
+        self,
+        transport: SlurmTransport,
+        *,
+        cluster: str,
+        checkpoint_signal: str = "USR1",
+        checkpoint_grace_s: float = 30.0,
+        reservation_users: str = "root",
+        reservation_flags: str = "",
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if checkpoint_grace_s < 0:
+            raise ValueError(f"checkpoint_grace_s: must be >= 0, got {checkpoint_grace_s}")
+        self.transport = transport
+        self.cluster = cluster
+        self.checkpoint_signal = checkpoint_signal
+        self.checkpoint_grace_s = checkpoint_grace_s
+        self.reservation_users = reservation_users
+        self.reservation_flags = reservation_flags
+        self._clock = clock
+        self._gpus_per_node: dict[str, int] = {}
+        self._reservations: dict[str, dict[str, str]] = {}
+
+    # -- observe ---------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        jobs_raw = self.transport.jobs()
+        nodes = self.transport.nodes()
+        reservations = [
+            r
+            for r in self.transport.reservations()
+            if r.get("ReservationName", "").startswith(RESERVATION_PREFIX)
+        ]
+        total: dict[str, int] = {}
+        free: dict[str, int] = {}
+        per_node: dict[str, int] = {}
+        for node in nodes:
+            gpus = _gres_gpus(str(node.get("gres") or ""))
+            used = _gres_gpus(str(node.get("gres_used") or ""))
+            state = str(node.get("state", "")).lower()
+            usable = state not in {"down", "drained", "draining", "fail", "failing", "future", "unknown"}
+            for pool in node.get("partitions") or []:
+                total[pool] = total.get(pool, 0) + gpus
+                free[pool] = free.get(pool, 0) + (max(gpus - used, 0) if usable else 0)
+                per_node[pool] = max(per_node.get(pool, 0), gpus)
+        self._gpus_per_node = per_node
+
+        chosen: dict[str, dict[str, Any]] = {}
+        for job in jobs_raw:
+            name = str(job.get("name") or "")
+            if not name:
+                continue
+            prior = chosen.get(name)
+            # Several jobs with one name: prefer a live one, then the newest.
+            if prior is None or (
+                (job_phase(prior) in _TERMINAL, -int(prior["job_id"]))
+                > (job_phase(job) in _TERMINAL, -int(job["job_id"]))
+            ):
+                chosen[name] = job
+        jobs = {
+            name: ObservedJob(
+                job_id=name,
+                backend_id=str(job["job_id"]),
+                phase=job_phase(job),
+                pool=str(job.get("partition") or "") or None,
+                gpus=job_gpus(job),
+                plan_id=_plan_note(job),
+            )
+            for name, job in chosen.items()
+        }
+
+        services: dict[str, ObservedService] = {}
+        self._reservations = {}
+        for resv in reservations:
+            name = resv["ReservationName"]
+            self._reservations[name] = resv
+            parts = name[len(RESERVATION_PREFIX) :].split("--")
+            if len(parts) != 2:
+                continue
+            service, pool = parts
+            nodes_held = int(resv.get("NodeCnt", "0") or 0)
+            services[service_key(service, pool)] = ObservedService(
+                service=service,
+                pool=pool,
+                replicas=nodes_held,
+                gpus=float(nodes_held * per_node.get(pool, 0)),
+            )
+        return Observation(
+            cluster=self.cluster,
+            backend=self.name,
+            time=self._clock(),
+            jobs=jobs,
+            services=services,
+            gpus_total=total,
+            gpus_free=free,
+        )
+
+    # -- plan ------------------------------------------------------------------------------
+
+    def plan(self, allocation: Allocation, observed: Observation) -> Sequence[Change]:
+        changes = [self._plan_service(allocation, s) for s in allocation.services]
+        wanted = {reservation_name(s.service, s.pool) for s in allocation.services}
+        for name in sorted(self._reservations):
+            if name not in wanted:
+                changes.append(
+                    Change(
+                        target=f"reservation/{name}",
+                        action="unreserve",
+                        detail="service left the allocation",
+                        execute=partial(self.transport.delete_reservation, name),
+                        phase=PHASE_SERVICES,
+                    )
+                )
+        changes += [self._plan_job(allocation, j, observed) for j in allocation.jobs]
+        return changes
+
+    def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
+        target = f"service/{decision.service}/{decision.pool}"
+        name = reservation_name(decision.service, decision.pool)
+        per_node = self._gpus_per_node.get(decision.pool)
+        if not per_node:
+            return Change(
+                target=target,
+                action="reserve",
+                detail="no GPUs",
+                skip_reason=f"pool {decision.pool!r} is not a Slurm partition with GPU nodes",
+            )
+        nodes = math.ceil(decision.gpus / per_node) if decision.replicas > 0 else 0
+        have = self._reservations.get(name)
+        end = slurm_time(allocation.valid_until)
+        if nodes == 0:
+            if have is None:
+                return Change(
+                    target=target, action="unreserve", detail="no capacity, none held", phase=PHASE_SERVICES
+                )
+            return Change(
+                target=target,
+                action="unreserve",
+                detail=f"delete {name}",
+                phase=PHASE_SERVICES,
+                execute=lambda: self.transport.delete_reservation(name),
+            )
+        if have is None:
+            fields = {
+                "ReservationName": name,
+                "PartitionName": decision.pool,
+                "NodeCnt": str(nodes),
+                "StartTime": "now",
+                "EndTime": end,
+                "Users": self.reservation_users,
+            }
+            if self.reservation_flags:
+                fields["Flags"] = self.reservation_flags
+            return Change(
+                target=target,
+                action="reserve",
+                detail=f"create {name}: {nodes} nodes until {end}",
+                phase=PHASE_SERVICES,
+                execute=lambda: self.transport.create_reservation(fields),
+            )
+        if int(have.get("NodeCnt", "0") or 0) == nodes and have.get("EndTime") == end:
+            return Change(target=target, action="reserve", detail="matches", phase=PHASE_SERVICES)
+        update = {"NodeCnt": str(nodes), "EndTime": end}
+        return Change(
+            target=target,
+            action="reserve",
+            detail=f"update {name}: {nodes} nodes until {end}",
+            phase=PHASE_SERVICES,
+            execute=lambda: self.transport.update_reservation(name, update),
+        )
+
+    def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
+        target = f"job/{decision.job_id}"
+        action = decision.action.value
+        job = observed.jobs.get(decision.job_id)
+        if job is None:
+            return Change(
+                target=target,
+                action=action,
+                detail="unknown",
+                skip_reason=f"no Slurm job named {decision.job_id!r}",
+            )
+        if job.phase in _TERMINAL:
+            return Change(target=target, action=action, detail=job.phase, skip_reason=f"job is {job.phase}")
+        sid = job.backend_id
+        note = {"AdminComment": f"ebbtide plan={allocation.plan_id} action={action}"}
+
+        if decision.action == JobAction.RUN:
+            if job.phase == "running":
+                if job.pool == decision.pool:
+                    return Change(target=target, action=action, detail="running in pool")
+                return Change(
+                    target=target,
+                    action=action,
+                    detail="running elsewhere",
+                    skip_reason=f"running in {job.pool}; a running job moves only after a preempt",
+                )
+            # A requeued job is not eligible again for a while (Slurm sets its begin time ahead);
+            # the plan says now, so say so.
+            fields = {**note, "StartTime": "now"}
+            if job.pool != decision.pool and job.phase != "suspended":
+                fields["Partition"] = str(decision.pool)
+            if job.phase == "pending" and "Partition" not in fields:
+                return Change(target=target, action=action, detail="released, waiting for Slurm to start it")
+
+            def run() -> None:
+                self.transport.update_job(sid, fields)
+                if job.phase == "held":
+                    self.transport.release(sid)
+                elif job.phase == "suspended":
+                    self.transport.resume(sid)
+
+            return Change(
+                target=target, action=action, execute=run, detail=f"{job.phase} -> release in {decision.pool}"
+            )
+
+        if decision.action == JobAction.HOLD:
+            if job.phase in {"held", "suspended"}:
+                return Change(target=target, action=action, detail=job.phase)
+            if job.phase == "running":
+                return Change(
+                    target=target,
+                    action=action,
+                    detail="running",
+                    skip_reason="hold applies to waiting jobs; preempt stops a running one",
+                )
+
+            def hold() -> None:
+                self.transport.hold(sid)
+                self.transport.update_job(sid, note)
+
+            return Change(target=target, action=action, detail="pending -> held", execute=hold)
+
+        # preempt
+        if job.phase == "held":
+            return Change(target=target, action=action, detail="held", phase=PHASE_PREEMPT)
+        if job.phase == "pending":
+
+            def hold_pending() -> None:
+                self.transport.hold(sid)
+                self.transport.update_job(sid, note)
+
+            return Change(
+                target=target,
+                action=action,
+                detail="pending -> held",
+                execute=hold_pending,
+                phase=PHASE_PREEMPT,
+            )
+
+        def requeue() -> None:
+            self.transport.requeue_hold(sid)
+            self.transport.update_job(sid, note)
+
+        prepare = None
+        if job.phase == "running":
+
+            def prepare() -> None:
+                self.transport.signal(sid, self.checkpoint_signal)
+
+        return Change(
+            target=target,
+            action=action,
+            detail=f"{job.phase} -> checkpoint, requeue held",
+            execute=requeue,
+            prepare=prepare,
+            grace_s=self.checkpoint_grace_s,
+            phase=PHASE_PREEMPT,
+        )
+
+
+__all__ = ["PHASE_JOBS", "SlurmBackend", "SlurmTransport", "job_gpus", "job_phase", "reservation_name"]

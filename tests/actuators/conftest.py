@@ -1,0 +1,111 @@
+"""Fixtures for the actuator tests: a real private Slurm cluster, a real kube-apiserver, allocations."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+# This directory (slurm_cluster helper) and the repo root: a tests/<part>/ folder without an
+# __init__.py (e.g. tests/schemas) would otherwise shadow the real package of that name.
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
+
+from kube_cluster import KubeCluster, build_kube_apiserver  # noqa: E402
+from slurm_cluster import SlurmCluster, install_slurm  # noqa: E402
+
+from schemas import Allocation, JobAction, JobDecision, ServiceDecision  # noqa: E402
+
+POOLS = {"pool-a": ["a1", "a2"], "pool-b": ["b1", "b2"]}
+
+
+@pytest.fixture(scope="session")
+def slurm_installed() -> None:
+    reason = install_slurm()
+    if reason is not None:
+        pytest.skip(f"Slurm is not installed: {reason}")
+
+
+@pytest.fixture
+def slurm_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
+    """A fresh cluster per test: 2 partitions (pools) x 2 nodes x 8 fake GPUs."""
+    root = Path(tempfile.mkdtemp(prefix="ebbtide-slurm-"))
+    cluster = SlurmCluster(root=root, pools=POOLS, gpus_per_node=8)
+    t0 = time.monotonic()
+    try:
+        cluster.start()
+    except Exception:
+        cluster.stop()
+        logs = "\n".join(p.read_text(errors="replace")[-800:] for p in (root / "log").glob("*.out"))
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"Slurm daemons did not start:\n{logs}") from None
+    cluster.start_s = time.monotonic() - t0  # type: ignore[attr-defined]
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster() -> Iterator[KubeCluster]:
+    """A real kube-apiserver on its own etcd, once per session (built and cached by the script)."""
+    binary, reason = build_kube_apiserver()
+    if binary is None:
+        pytest.skip(f"kube-apiserver is not available: {reason}")
+    root = Path(tempfile.mkdtemp(prefix="ebbtide-kube-"))
+    cluster = KubeCluster(root=root, binary=binary)
+    try:
+        cluster.start()
+    except Exception:
+        cluster.stop()
+        logs = "\n".join(p.read_text(errors="replace")[-1500:] for p in root.glob("*.log"))
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"kube-apiserver did not start:\n{logs}") from None
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+AllocationFactory = Callable[..., Allocation]
+
+
+@pytest.fixture
+def make_allocation() -> AllocationFactory:
+    """Allocations from tuples: jobs (job_id, action, pool, gpus), services (service, pool, replicas, gpus)"""
+
+    def make(
+        plan_id: str,
+        *,
+        jobs: Sequence[tuple[str, str, str | None, int]] = (),
+        services: Sequence[tuple[str, str, int, float]] = (),
+        cluster: str = "test",
+        valid_s: int = 900,
+        issued_at: datetime | None = None,
+    ) -> Allocation:
+        issued = issued_at or datetime.now(UTC).replace(microsecond=0)
+        return Allocation(
+            cluster=cluster,
+            plan_id=plan_id,
+            policy="test",
+            issued_at=issued,
+            step_s=900,
+            valid_until=issued + timedelta(seconds=valid_s),
+            services=[
+                ServiceDecision(service=s, pool=p, replicas=r, gpus=g, reason="test")
+                for s, p, r, g in services
+            ],
+            jobs=[
+                JobDecision(job_id=j, action=JobAction(a), pool=p, gpus=n, reason="test")
+                for j, a, p, n in jobs
+            ],
+        )
+
+    return make

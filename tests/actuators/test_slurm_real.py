@@ -1,0 +1,269 @@
+"""The Slurm actuator against real Slurm daemons (slurmctld + 4 slurmd, 2 partitions, fake GPUs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from slurm_cluster import SlurmCluster
+
+from actuators.engine import Actuator, RetryPolicy, results_by_target
+from actuators.slurm import SlurmBackend, SlurmCli, reservation_name
+from actuators.slurm.backend import slurm_time
+from actuators.slurm.rest import SlurmRest
+from schemas import JobEventKind
+
+pytestmark = pytest.mark.slurm
+
+FAST_RETRY = RetryPolicy(attempts=3, base_delay_s=0.2, max_delay_s=1.0)
+
+
+def make_actuator(
+    cluster: SlurmCluster, grace_s: float = 1.0, **kwargs: Any
+) -> tuple[Actuator, SlurmBackend]:
+    backend = SlurmBackend(
+        SlurmCli(env={"SLURM_CONF": str(cluster.conf)}), cluster="test", checkpoint_grace_s=grace_s
+    )
+    return Actuator(backend, "test", retry=FAST_RETRY, **kwargs), backend
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def phase_of(backend: SlurmBackend, job_id: str) -> str:
+    return backend.observe().jobs[job_id].phase
+
+
+def test_pending_job_released_only_when_allocation_says_run(slurm_cluster, make_allocation) -> None:
+    kept = slurm_cluster.submit("job-kept", "pool-a", gpus=2)
+    moved = slurm_cluster.submit("job-moved", "pool-a", gpus=4)
+    actuator, backend = make_actuator(slurm_cluster)
+    assert phase_of(backend, "job-kept") == "held"
+
+    allocation = make_allocation(
+        "plan-1", jobs=[("job-kept", "hold", None, 0), ("job-moved", "run", "pool-b", 4)]
+    )
+    results = results_by_target(actuator.apply(allocation))
+
+    assert results["job/job-kept"].outcome == "already-applied"
+    assert results["job/job-moved"].outcome == "applied"
+    wait_for(lambda: phase_of(backend, "job-moved") == "running", what="job-moved to start")
+    observed = backend.observe()
+    assert observed.jobs["job-moved"].pool == "pool-b", "moved to the allocation's partition before release"
+    assert observed.jobs["job-moved"].backend_id == str(moved)
+    assert observed.jobs["job-moved"].plan_id == "plan-1"
+    assert observed.jobs["job-moved"].gpus == 4
+    assert observed.gpus_free["pool-b"] == 12
+    time.sleep(2.5)  # a scheduler cycle: the held job must stay pending
+    assert phase_of(backend, "job-kept") == "held"
+    assert backend.observe().jobs["job-kept"].backend_id == str(kept)
+
+
+def test_running_preemptible_job_requeued_after_checkpoint_signal(slurm_cluster, make_allocation) -> None:
+    slurm_cluster.submit("job-train", "pool-a", gpus=8, hold=False)
+    actuator, backend = make_actuator(slurm_cluster, grace_s=1.0)
+    wait_for(lambda: phase_of(backend, "job-train") == "running", what="job-train to start")
+    _, events = actuator.observe_events()
+    assert [(e.job_id, e.kind) for e in events] == [("job-train", JobEventKind.STARTED)]
+
+    results = actuator.apply(make_allocation("plan-p", jobs=[("job-train", "preempt", None, 0)]))
+
+    assert [(r.target, r.action, r.outcome) for r in results] == [("job/job-train", "preempt", "applied")]
+    assert slurm_cluster.checkpoint_marker("job-train").exists(), "checkpoint signal reached the job"
+    wait_for(lambda: phase_of(backend, "job-train") == "held", what="job-train requeued and held")
+    _, events = actuator.observe_events()
+    assert [(e.job_id, e.kind) for e in events] == [("job-train", JobEventKind.PREEMPTED)]
+    assert backend.observe().gpus_free["pool-a"] == 16
+    # Replaying the preempt changes nothing; a later 'run' starts it again.
+    again = actuator.apply(make_allocation("plan-p", jobs=[("job-train", "preempt", None, 0)]))
+    assert again[0].outcome == "already-applied"
+    actuator.apply(make_allocation("plan-r", jobs=[("job-train", "run", "pool-a", 8)]))
+    wait_for(lambda: phase_of(backend, "job-train") == "running", what="job-train to restart")
+
+
+def test_reservation_holds_inference_capacity_and_follows_the_next_step(
+    slurm_cluster, make_allocation
+) -> None:
+    actuator, backend = make_actuator(slurm_cluster)
+    name = reservation_name("chat", "pool-b")
+    cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
+
+    first = make_allocation("plan-1", services=[("chat", "pool-b", 2, 8.0)], valid_s=900)
+    assert actuator.apply(first)[0].outcome == "applied"
+    (resv,) = [r for r in cli.reservations() if r["ReservationName"] == name]
+    assert (resv["NodeCnt"], resv["PartitionName"]) == ("1", "pool-b")
+    assert backend.observe().service("chat", "pool-b").gpus == 8.0
+
+    second = make_allocation("plan-2", services=[("chat", "pool-b", 3, 12.0)], valid_s=1800)
+    assert actuator.apply(second)[0].outcome == "applied"
+    (resv,) = [r for r in cli.reservations() if r["ReservationName"] == name]
+    assert resv["NodeCnt"] == "2"
+    assert resv["EndTime"] == slurm_time(second.valid_until) != slurm_time(first.valid_until)
+
+    third = make_allocation("plan-3", services=[("chat", "pool-b", 0, 0.0)])
+    assert actuator.apply(third)[0].outcome == "applied"
+    assert [r for r in cli.reservations() if r["ReservationName"] == name] == []
+
+
+def test_same_allocation_twice_submits_nothing_new(slurm_cluster, make_allocation) -> None:
+    slurm_cluster.submit("job-1", "pool-a", gpus=2)
+    slurm_cluster.submit("job-2", "pool-a", gpus=2)
+    actuator, backend = make_actuator(slurm_cluster)
+    allocation = make_allocation(
+        "plan-x",
+        jobs=[("job-1", "run", "pool-a", 2), ("job-2", "hold", None, 0)],
+        services=[("chat", "pool-b", 1, 8.0)],
+    )
+    first = actuator.apply(allocation)
+    assert {r.target: r.outcome for r in first} == {
+        "service/chat/pool-b": "applied",
+        "job/job-1": "applied",
+        "job/job-2": "already-applied",
+    }
+    wait_for(lambda: phase_of(backend, "job-1") == "running", what="job-1 to start")
+    before = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}).jobs()
+
+    second = actuator.apply(allocation)
+
+    assert {r.outcome for r in second} == {"already-applied"}
+    after = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}).jobs()
+    assert sorted((j["job_id"], j["job_state"], j["partition"]) for j in after) == sorted(
+        (j["job_id"], j["job_state"], j["partition"]) for j in before
+    )
+
+
+class StopControllerOnce:
+    """A transport that stops slurmctld just before the first change of the step reaches it."""
+
+    def __init__(self, inner: SlurmCli, cluster: SlurmCluster) -> None:
+        self.inner = inner
+        self.cluster = cluster
+        self.stopped = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name in {"jobs", "nodes", "reservations"} or self.stopped:
+            return attr
+
+        def stop_then_call(*args: Any) -> Any:
+            if not self.stopped:
+                self.stopped = True
+                self.cluster.stop_ctld()
+            return attr(*args)
+
+        return stop_then_call
+
+
+@pytest.mark.slow
+def test_slurmctld_restart_mid_apply_leaves_no_half_applied_step(slurm_cluster, make_allocation) -> None:
+    for name in ("job-1", "job-2", "job-3"):
+        slurm_cluster.submit(name, "pool-a", gpus=2)
+    transport = StopControllerOnce(
+        SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}, timeout_s=2), slurm_cluster
+    )
+    backend = SlurmBackend(transport, cluster="test", checkpoint_grace_s=0)  # type: ignore[arg-type]
+    actuator = Actuator(backend, "test", retry=RetryPolicy(attempts=2, base_delay_s=0.1, max_delay_s=0.2))
+    allocation = make_allocation(
+        "plan-r",
+        jobs=[("job-1", "run", "pool-b", 2), ("job-2", "run", "pool-a", 2), ("job-3", "hold", None, 0)],
+        services=[("chat", "pool-b", 1, 8.0)],
+    )
+
+    during = actuator.apply(allocation)
+    assert transport.stopped
+    assert {r.outcome for r in during if r.target != "job/job-3"} == {"retrying"}
+    assert all(not r.permanent for r in during)
+
+    slurm_cluster.start_ctld()
+    wait_for(slurm_cluster.all_nodes_idle, what="slurmd nodes to re-register")
+    after = results_by_target(actuator.apply(allocation))
+
+    assert {t: r.outcome for t, r in after.items()} == {
+        "service/chat/pool-b": "applied",
+        "job/job-1": "applied",
+        "job/job-2": "applied",
+        "job/job-3": "already-applied",
+    }
+    wait_for(
+        lambda: {backend.observe().jobs[j].phase for j in ("job-1", "job-2")} == {"running"},
+        what="both released jobs to run",
+        timeout_s=30,
+    )
+    observed = backend.observe()
+    assert observed.jobs["job-1"].pool == "pool-b"
+    assert observed.jobs["job-3"].phase == "held"
+    assert observed.service("chat", "pool-b") is not None
+    assert {r.outcome for r in actuator.apply(allocation)} == {"already-applied"}
+
+
+def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
+    slurm_cluster, make_allocation
+) -> None:
+    url, token = slurm_cluster.start_rest(user="daemon")
+    slurm_cluster.submit("rest-1", "pool-a", gpus=2, user="daemon")
+    slurm_cluster.submit("rest-2", "pool-a", gpus=2, user="daemon")
+    cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
+    rest_backend = SlurmBackend(
+        SlurmRest(url, "daemon", token, cli=cli), cluster="test", checkpoint_grace_s=1
+    )
+    cli_backend = SlurmBackend(cli, cluster="test", checkpoint_grace_s=0)
+    via_rest, via_cli = rest_backend.observe(), cli_backend.observe()
+    assert via_rest.jobs == via_cli.jobs
+    assert (
+        (via_rest.gpus_total, via_rest.gpus_free)
+        == (via_cli.gpus_total, via_cli.gpus_free)
+        == ({"pool-a": 16, "pool-b": 16}, {"pool-a": 16, "pool-b": 16})
+    )
+
+    actuator = Actuator(rest_backend, "test", retry=FAST_RETRY)
+    allocation = make_allocation(
+        "plan-rest",
+        jobs=[("rest-1", "run", "pool-b", 2), ("rest-2", "hold", None, 0)],
+        services=[("chat", "pool-a", 1, 8.0)],
+    )
+    first = {r.target: r.outcome for r in actuator.apply(allocation)}
+    assert first == {
+        "service/chat/pool-a": "applied",
+        "job/rest-1": "applied",
+        "job/rest-2": "already-applied",
+    }
+    wait_for(lambda: phase_of(rest_backend, "rest-1") == "running", what="rest-1 to start")
+    observed = rest_backend.observe()
+    assert (observed.jobs["rest-1"].pool, observed.jobs["rest-1"].plan_id) == ("pool-b", "plan-rest")
+    assert observed.service("chat", "pool-a").gpus == 8.0
+    assert {r.outcome for r in actuator.apply(allocation)} == {"already-applied"}
+
+    preempt = make_allocation(
+        "plan-rest-2",
+        jobs=[("rest-1", "preempt", None, 0)],
+        services=[("chat", "pool-a", 1, 8.0)],
+        valid_s=1800,
+    )
+    assert {r.target: r.outcome for r in actuator.apply(preempt)} == {
+        "job/rest-1": "applied",
+        "service/chat/pool-a": "applied",  # the reservation's window moves to this step's
+    }
+    assert slurm_cluster.checkpoint_marker("rest-1").exists(), "checkpoint signal through slurmrestd"
+    wait_for(lambda: phase_of(rest_backend, "rest-1") == "held", what="rest-1 requeued and held")
+
+
+def test_configured_from_settings_with_a_slurm_conf(slurm_cluster, make_allocation) -> None:
+    from actuators.factory import ActuatorConfig, SlurmConfig, build_actuator
+
+    slurm_cluster.submit("job-c", "pool-a", gpus=1, hold=False)
+    config = ActuatorConfig(
+        backend="slurm", checkpoint_grace_s=0, slurm=SlurmConfig(slurm_conf=slurm_cluster.conf)
+    )
+    actuator = build_actuator(config, "test")
+    wait_for(lambda: actuator.backend.observe().jobs["job-c"].phase == "running", what="job-c to start")
+    (result,) = actuator.apply(make_allocation("plan-c", jobs=[("job-c", "preempt", None, 0)]))
+    assert (result.backend, result.outcome) == ("slurm", "applied")
+    wait_for(lambda: actuator.backend.observe().jobs["job-c"].phase == "held", what="job-c requeued and held")
