@@ -1,0 +1,10 @@
+"""The schema tier: pure tests of the event contracts (no services). Makes event_samples importable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
