@@ -9,11 +9,12 @@ Heavy imports happen inside the command so ``ebbtide --help`` stays fast.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from simulator.demand import traces_dir
 
 app = typer.Typer(no_args_is_help=True, help="demand forecaster: backtests")
 
@@ -23,13 +24,6 @@ GENTD26_HOURLY = "alibaba_gentd26_requests_per_hour.csv"
 @app.callback()
 def _group() -> None:
     """Demand forecaster commands."""
-
-
-def traces_dir() -> Path:
-    override = os.environ.get("EBBTIDE_TRACES_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "traces"
 
 
 def load_series(

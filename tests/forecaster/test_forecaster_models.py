@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,8 +9,9 @@ from forecaster_synthetic import T0, daily_curve, synthetic_hourly
 
 from forecaster import forecast
 from forecaster.models import HoltWinters, Mstl, from_model_space, to_model_space
+from simulator.demand import traces_dir
 
-TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "traces"
+TRACES = traces_dir()
 
 
 @pytest.mark.parametrize("model", [HoltWinters(), Mstl()], ids=lambda m: m.name)
