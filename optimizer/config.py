@@ -1,0 +1,85 @@
+"""PlannerConfig: every setting of the receding-horizon planner, one default for all clusters.
+
+Read once when a PlannerPolicy is built; a bad value fails there, naming the setting. The
+planner itself never reads configuration from anywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    horizon_steps: int = 96
+    """Steps in the horizon (96 x 15 min = 24 h)."""
+    step_s: int = 900
+    """Length of a plan step in seconds."""
+    fine_steps: int = 4
+    """Leading steps modelled one by one (step 0 is always its own block)."""
+    mid_block_steps: int = 4
+    """Block length after the fine steps, up to ``mid_until_step``."""
+    mid_until_step: int = 24
+    coarse_block_steps: int = 12
+    """Block length for the rest of the horizon."""
+
+    shortfall_penalty: float = 25.0
+    """Cost of one uncovered GPU-hour of inference demand, in units of the largest job weight."""
+    min_replica_penalty: float = 5.0
+    """Cost per GPU-hour of a replica missing under min_replicas, same unit."""
+    earliness: float = 0.75
+    """Work in step 0 is worth (1 + earliness) x work at the horizon's end."""
+    deadline_bonus: float = 0.25
+    """Extra value of work done before a job's deadline."""
+    preemption_penalty_gpu_h: float = 0.1
+    """Cost of a preemption per GPU of the gang (disruption, hysteresis against swapping jobs back
+    and forth), in GPU-hours at the preempted job's weight, on top of the work it loses."""
+    churn_penalty_gpu: float = 0.02
+    """Cost per GPU of service capacity added (scale-up churn between steps)."""
+    service_gpu_cost: float = 0.01
+    """Cost per service GPU-hour, so capacity is not provisioned beyond what is needed."""
+    interference_cost: float = 0.05
+    """Cost per GPU-hour of replica capacity placed on a shared (time-sliced) GPU."""
+    nowcast_steps: int = 4
+    """Leading steps whose demand is at least the last observed demand (covers forecast misses)."""
+    max_preemptions_per_step: int = 8
+    time_limit_s: float = 0.8
+    """Wall-clock limit of one solve; past it the planner publishes a flagged fallback."""
+    backend: str = "highspy"
+    """'highspy': the HiGHS matrix built from the model definition (hot path); 'pyomo': the Pyomo model."""
+    run_threshold: float = 0.5
+    """A job whose relaxed share of a step is at least this runs there (all or nothing)."""
+
+    def __post_init__(self) -> None:
+        positive = {
+            "horizon_steps": self.horizon_steps,
+            "step_s": self.step_s,
+            "mid_block_steps": self.mid_block_steps,
+            "coarse_block_steps": self.coarse_block_steps,
+        }
+        for name, value in positive.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"PlannerConfig.{name}: must be a positive integer, got {value!r}")
+        non_negative: dict[str, float] = {
+            "fine_steps": self.fine_steps,
+            "mid_until_step": self.mid_until_step,
+            "shortfall_penalty": self.shortfall_penalty,
+            "min_replica_penalty": self.min_replica_penalty,
+            "earliness": self.earliness,
+            "deadline_bonus": self.deadline_bonus,
+            "preemption_penalty_gpu_h": self.preemption_penalty_gpu_h,
+            "churn_penalty_gpu": self.churn_penalty_gpu,
+            "service_gpu_cost": self.service_gpu_cost,
+            "interference_cost": self.interference_cost,
+            "max_preemptions_per_step": self.max_preemptions_per_step,
+            "nowcast_steps": self.nowcast_steps,
+        }
+        for name, number in non_negative.items():
+            if number < 0:
+                raise ValueError(f"PlannerConfig.{name}: must be >= 0, got {number!r}")
+        if not self.time_limit_s > 0:
+            raise ValueError(f"PlannerConfig.time_limit_s: must be > 0, got {self.time_limit_s!r}")
+        if self.backend not in ("highspy", "pyomo"):
+            raise ValueError(f"PlannerConfig.backend: 'highspy' or 'pyomo', got {self.backend!r}")
+        if not 0.0 < self.run_threshold <= 1.0:
+            raise ValueError(f"PlannerConfig.run_threshold: must be in (0, 1], got {self.run_threshold!r}")

@@ -1,0 +1,303 @@
+"""The horizon model's structure as a sparse matrix (HiGHS's form), built from PlanInputs.
+
+This is the hot-path encoding of the model that optimizer/pyomo_model.py states in Pyomo; a test
+solves both on the same instances and checks the objectives agree. Columns (in GPUs unless
+noted), per time block b (step 0 is block 0):
+
+- ``y0[j,p]``  GPUs of job j in pool p in step 0 (0..gang; made all-or-nothing on extraction)
+- ``yb[j,b]``  GPUs of job j in block b >= 1 (pools aggregated; Hall rows keep it placeable)
+- ``pre[j]``   job j preempted now (0..1)
+- ``R[s,p,b]`` replicas of service s in pool p; ``G[s,p,b]`` physical GPUs under them
+  (G = gpr*R dedicated, down to gpr*R/k when k tenants time-slice one GPU);
+  ``up[s,p,b]`` GPUs added (lead time and churn)
+- ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
+
+The matrix depends only on the structure (which jobs with which gangs and allowed pools, which
+services, pools and blocks), never on demand, capacity, weights or progress: those live in costs
+and bounds (optimizer/parameters.py), so a persistent solver updates only them between steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.inputs import PlanInputs
+
+INF = np.inf
+MAX_HALL_SETS = 24
+"""Pool sets with their own capacity row in later blocks, besides single pools and all pools."""
+
+
+@dataclass(frozen=True)
+class ColumnMatrix:
+    """A sparse matrix in compressed-column form (HiGHS's kColwise): duplicates summed."""
+
+    indptr: np.ndarray  # [n_cols + 1]
+    indices: np.ndarray  # row of each entry
+    data: np.ndarray
+
+    @classmethod
+    def from_triplets(
+        cls, n_rows: int, n_cols: int, rows: np.ndarray, cols: np.ndarray, values: np.ndarray
+    ) -> ColumnMatrix:
+        key = cols.astype(np.int64) * max(n_rows, 1) + rows.astype(np.int64)
+        unique, inverse = np.unique(key, return_inverse=True)
+        data = np.bincount(inverse, weights=values, minlength=unique.size)
+        col_of = unique // max(n_rows, 1)
+        indptr = np.zeros(n_cols + 1, dtype=np.int64)
+        np.cumsum(np.bincount(col_of, minlength=n_cols), out=indptr[1:])
+        return cls(indptr, (unique % max(n_rows, 1)).astype(np.int64), data.astype(float))
+
+
+@dataclass(frozen=True)
+class ModelStructure:
+    key: str
+    n_cols: int
+    n_rows: int
+    matrix: ColumnMatrix
+    cols: dict[str, np.ndarray]  # column group -> indices shaped by its index sets
+    rows: dict[str, np.ndarray]  # row group -> indices
+    y0_pairs: np.ndarray  # [n, 2] (job, pool) of each y0 column
+    sp_pairs: np.ndarray  # [m, 2] (service, pool) of each service column row
+    hall_sets: np.ndarray  # [F, P] bool, fixed for the structure's life
+    quota_teams: tuple[str, ...]  # teams with a quota row, by name
+    slot_gang: np.ndarray  # [J] what the matrix encodes now per job slot (updated in place)
+    slot_hall: np.ndarray  # [J, F]
+    slot_quota: np.ndarray  # [J]
+
+
+def structure_key(inputs: PlanInputs) -> str:
+    """A digest of what the matrix's shape depends on: job slots, pools, services, blocks and the
+    teams with a quota. Which job sits in a slot (its gang, allowed pools, team) is not part of
+    it: those coefficients are updated in place (see slot_coefficient_changes)."""
+    h = hashlib.blake2b(digest_size=16)
+    parts = (
+        inputs.blocks.n_steps,
+        np.asarray([inputs.n_jobs, inputs.n_services, inputs.n_pools, inputs.step_s]),
+        inputs.svc_allowed,
+        inputs.svc_tenants,
+        inputs.svc_loss,
+        inputs.svc_gpr,
+        inputs.svc_startup_s,
+    )
+    for part in parts:
+        h.update(np.ascontiguousarray(part).tobytes())
+    h.update("|".join(quota_team_names(inputs)).encode())
+    return h.hexdigest()
+
+
+KEEP_RUNNING_HORIZON_STEPS = 8
+"""Later blocks starting within this many steps get a keep-running row per job (2 h)."""
+
+
+def keep_running_blocks(inputs: PlanInputs) -> int:
+    """How many blocks after step 0 carry the keep-running rows."""
+    starts = inputs.blocks.first_step[1:]
+    return int(np.count_nonzero(starts < KEEP_RUNNING_HORIZON_STEPS))
+
+
+def quota_team_names(inputs: PlanInputs) -> tuple[str, ...]:
+    return tuple(t for t, q in zip(inputs.team_names, inputs.team_quota, strict=True) if np.isfinite(q))
+
+
+def quota_rows_of_jobs(inputs: PlanInputs, quota_teams: tuple[str, ...]) -> np.ndarray:
+    """[J] index of each job's quota row, -1 when its team has no quota."""
+    if not inputs.team_names:
+        return np.full(inputs.n_jobs, -1, dtype=np.int64)
+    index = {t: i for i, t in enumerate(quota_teams)}
+    of_team = np.asarray([index.get(t, -1) for t in inputs.team_names], dtype=np.int64)
+    return of_team[inputs.job_team] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
+
+
+def hall_members(job_allowed: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """[J, F] job j counts in set f when its allowed pools lie inside f."""
+    inside = ~np.any(job_allowed[:, None, :] & ~sets[None, :, :], axis=2)
+    has_pool = np.asarray(job_allowed.any(axis=1), dtype=bool)
+    return np.asarray(inside & has_pool[:, None], dtype=bool)
+
+
+def hall_sets(job_allowed: np.ndarray, job_gang: np.ndarray, n_pools: int) -> np.ndarray:
+    """Pool sets with a capacity row in later blocks: each pool, all pools, and the allowed sets
+    of jobs holding the most GPUs (up to MAX_HALL_SETS of them)."""
+    weight: dict[tuple[bool, ...], float] = {}
+    for row, gang in zip(job_allowed, job_gang, strict=True):
+        if row.any() and not row.all() and row.sum() > 1:
+            key = tuple(bool(v) for v in row)
+            weight[key] = weight.get(key, 0.0) + float(gang)
+    chosen = sorted(weight, key=lambda k: (-weight[k], k))[:MAX_HALL_SETS]
+    sets = [tuple(bool(v) for v in np.eye(n_pools, dtype=bool)[p]) for p in range(n_pools)]
+    sets += sorted(chosen, reverse=True)
+    if n_pools > 1:
+        sets.append(tuple([True] * n_pools))
+    return np.asarray(sets, dtype=bool).reshape(-1, n_pools)
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.n = 0
+        self.r: list[np.ndarray] = []
+        self.c: list[np.ndarray] = []
+        self.v: list[np.ndarray] = []
+        self.groups: dict[str, np.ndarray] = {}
+
+    def add(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape))
+        idx = np.arange(self.n, self.n + size, dtype=np.int64).reshape(shape)
+        self.n += size
+        self.groups[name] = idx
+        return idx
+
+    def coef(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray | float) -> None:
+        rows, cols = np.broadcast_arrays(np.asarray(rows), np.asarray(cols))
+        vals = np.broadcast_to(np.asarray(vals, dtype=float), rows.shape)
+        self.r.append(rows.ravel())
+        self.c.append(cols.ravel())
+        self.v.append(vals.ravel())
+
+
+def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructure:
+    n_jobs, n_svc, n_pools = inputs.n_jobs, inputs.n_services, inputs.n_pools
+    n_blocks = inputs.blocks.count
+    dur_s = inputs.blocks.dur_s
+
+    count = 0
+    cols: dict[str, np.ndarray] = {}
+
+    def add_cols(name: str, shape: tuple[int, ...]) -> np.ndarray:
+        nonlocal count
+        size = int(np.prod(shape))
+        cols[name] = np.arange(count, count + size, dtype=np.int64).reshape(shape)
+        count += size
+        return cols[name]
+
+    # a step-0 column per job slot and allowed pool (a slot's class fixes its allowed pools)
+    y0_pairs = np.argwhere(inputs.job_allowed)
+    sp_pairs = np.argwhere(inputs.svc_allowed)
+    n_sp = sp_pairs.shape[0]
+    y0 = add_cols("y0", (y0_pairs.shape[0],))
+    yb = add_cols("yb", (n_jobs, n_blocks - 1))
+    pre = add_cols("pre", (n_jobs,))
+    r_col = add_cols("R", (n_sp, n_blocks))
+    g_col = add_cols("G", (n_sp, n_blocks))
+    up_col = add_cols("up", (n_sp, n_blocks))
+    short = add_cols("short", (n_svc, n_blocks))
+    minshort = add_cols("minshort", (n_svc, n_blocks))
+
+    j0, p0 = y0_pairs[:, 0], y0_pairs[:, 1]
+    s_of, p_of = sp_pairs[:, 0], sp_pairs[:, 1]
+    gang = inputs.job_gang
+    gpr = inputs.svc_gpr[s_of]
+    rows = _Rows()
+    # Gang in step 0 (sum over pools <= gang) and remaining work over the horizon.
+    rows.coef(rows.add("gang0", (n_jobs,))[j0], y0, 1.0)
+    r_work = rows.add("work", (n_jobs,))
+    rows.coef(r_work[j0], y0, dur_s[0])
+    rows.coef(r_work[:, None], yb, dur_s[None, 1:])
+    # Preemption, in GPUs: pre[j] + GPUs kept >= gang for running jobs; at most a bound of
+    # preempted gangs per step (pre[j] / gang[j] each).
+    r_link = rows.add("preempt_link", (n_jobs,))
+    rows.coef(r_link, pre, 1.0)
+    rows.coef(r_link[j0], y0, 1.0)
+    # A running job stopped in any later block it would still fill pays the same preemption
+    # (otherwise deferring the stop by one block would always look free, and never happen).
+    # Within the first blocks that suffices: deferring a stop further costs more than it saves.
+    n_keep = keep_running_blocks(inputs)
+    r_keep = rows.add("keep_running", (n_jobs, n_keep))
+    rows.coef(r_keep, pre[:, None], 1.0)
+    rows.coef(r_keep, yb[:, :n_keep], 1.0)
+    r_pre = rows.add("preempt_bound", (1,))
+    rows.coef(np.full(n_jobs, r_pre[0]), pre, 1.0 / np.maximum(gang, 1.0))
+    # Pool capacity in step 0, per pool: services' physical GPUs plus jobs.
+    r_cap0 = rows.add("cap0", (n_pools,))
+    rows.coef(r_cap0[p0], y0, 1.0)
+    rows.coef(r_cap0[p_of], g_col[:, 0], 1.0)
+    # Later blocks: capacity of each pool set in the Hall family.
+    sets = hall_sets(inputs.job_allowed, gang, n_pools)
+    r_hall = rows.add("hall", (sets.shape[0], n_blocks - 1))
+    members = hall_members(inputs.job_allowed, sets)
+    if n_blocks > 1:
+        jf = np.argwhere(members)
+        rows.coef(r_hall[jf[:, 1]], yb[jf[:, 0]], 1.0)
+        sf = np.argwhere(sets[:, p_of])
+        rows.coef(r_hall[sf[:, 0]], g_col[sf[:, 1], 1:], 1.0)
+    # Team quotas in every block.
+    quota_teams = quota_team_names(inputs)
+    r_quota = rows.add("quota", (len(quota_teams), n_blocks))
+    slot_quota = quota_rows_of_jobs(inputs, quota_teams)
+    if quota_teams:
+        k0 = slot_quota[j0] >= 0
+        rows.coef(r_quota[slot_quota[j0][k0], 0], y0[k0], 1.0)
+        kb = np.flatnonzero(slot_quota >= 0)
+        rows.coef(r_quota[slot_quota[kb], 1:], yb[kb], 1.0)
+    # Services: SLO coverage, time-slicing packing, replica bounds, scale-up (lead time, churn).
+    loss = inputs.svc_loss[s_of, p_of]
+    r_cover = rows.add("cover", (n_svc, n_blocks))
+    lead = np.minimum(inputs.svc_startup_s[s_of][:, None] / dur_s[None, :], 1.0)
+    rows.coef(r_cover[s_of], g_col, (1.0 + loss)[:, None])
+    rows.coef(r_cover[s_of], r_col, (-loss * gpr)[:, None])
+    rows.coef(r_cover[s_of], up_col, -lead)
+    rows.coef(r_cover, short, 1.0)
+    r_pack = rows.add("pack", (n_sp, n_blocks))
+    rows.coef(r_pack, g_col, inputs.svc_tenants[s_of, p_of][:, None])
+    rows.coef(r_pack, r_col, -gpr[:, None])
+    r_dedic = rows.add("dedicated", (n_sp, n_blocks))
+    rows.coef(r_dedic, g_col, 1.0)
+    rows.coef(r_dedic, r_col, -gpr[:, None])
+    r_min = rows.add("min_replicas", (n_svc, n_blocks))
+    rows.coef(r_min[s_of], r_col, 1.0)
+    rows.coef(r_min, minshort, 1.0)
+    r_max = rows.add("max_replicas", (n_svc, n_blocks))
+    rows.coef(r_max[s_of], r_col, 1.0)
+    r_up = rows.add("scale_up", (n_sp, n_blocks))
+    rows.coef(r_up, up_col, 1.0)
+    rows.coef(r_up, g_col, -1.0)
+    if n_blocks > 1:
+        rows.coef(r_up[:, 1:], g_col[:, :-1], 1.0)
+
+    a_row = np.concatenate(rows.r) if rows.r else np.zeros(0, dtype=np.int64)
+    a_col = np.concatenate(rows.c) if rows.c else np.zeros(0, dtype=np.int64)
+    a_val = np.concatenate(rows.v) if rows.v else np.zeros(0)
+    matrix = ColumnMatrix.from_triplets(rows.n, count, a_row, a_col, a_val)
+    return ModelStructure(
+        key=key or structure_key(inputs),
+        n_cols=count,
+        n_rows=rows.n,
+        matrix=matrix,
+        cols=cols,
+        rows=rows.groups,
+        y0_pairs=y0_pairs,
+        sp_pairs=sp_pairs,
+        hall_sets=sets,
+        quota_teams=quota_teams,
+        slot_gang=gang.copy(),
+        slot_hall=members,
+        slot_quota=slot_quota,
+    )
+
+
+def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
+    """Whether the matrix encodes ``inputs``' job slots (allowed pools, team), gangs aside.
+
+    Job slots are grouped by class (optimizer/slots.py), so a job taking over a slot changes no
+    coefficient but its gang's (see gang_changes); if more would change, the caller rebuilds.
+    """
+    members = hall_members(inputs.job_allowed, structure.hall_sets)
+    quota = quota_rows_of_jobs(inputs, structure.quota_teams)
+    return bool(
+        np.array_equal(members, structure.slot_hall)
+        and np.array_equal(quota, structure.slot_quota)
+        and structure.y0_pairs.shape[0] == int(inputs.job_allowed.sum())
+    )
+
+
+def gang_changes(structure: ModelStructure, inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Matrix entries (row, col, value) for jobs that took over a slot with another gang size:
+    the 1/gang of the preemption bound. The structure's record is updated to match."""
+    active = inputs.job_active if inputs.job_active is not None else np.ones(inputs.n_jobs, dtype=bool)
+    changed = np.flatnonzero(active & (inputs.job_gang != structure.slot_gang))
+    structure.slot_gang[changed] = inputs.job_gang[changed]
+    rows = np.full(changed.size, structure.rows["preempt_bound"][0], dtype=np.int64)
+    return rows, structure.cols["pre"][changed], 1.0 / np.maximum(inputs.job_gang[changed], 1.0)

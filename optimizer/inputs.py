@@ -1,0 +1,308 @@
+"""PlanInputs: the planner's view of one decision, as arrays (first stage of every solve).
+
+Turns a ClusterState, the services' DemandForecasts and ``now`` into numbers over the horizon's
+time blocks: pool capacity per step (maintenance windows, failures), demand at each service's SLO
+quantile, job gangs, weights, remaining work, allowed pools, running placements. Services without
+a forecast get a seasonal-naive one from their own history. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from forecaster.naive import seasonal_naive
+from optimizer.config import PlannerConfig
+from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
+from schemas import ClusterState, DemandForecast, JobStatus
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The horizon cut into blocks: fine steps first, then longer blocks."""
+
+    first_step: np.ndarray  # [B] index of the block's first step
+    n_steps: np.ndarray  # [B] steps in the block
+    step_s: int
+
+    @property
+    def count(self) -> int:
+        return int(self.first_step.size)
+
+    @property
+    def dur_s(self) -> np.ndarray:
+        return self.n_steps * float(self.step_s)
+
+    def block_of_step(self) -> np.ndarray:
+        return np.repeat(np.arange(self.count), self.n_steps)
+
+
+def make_blocks(config: PlannerConfig, horizon_steps: int, step_s: int) -> Blocks:
+    starts: list[int] = []
+    lengths: list[int] = []
+    t = 0
+    while t < horizon_steps:
+        if t < max(config.fine_steps, 1):
+            length = 1
+        elif t < config.mid_until_step:
+            length = min(config.mid_block_steps, config.mid_until_step - t)
+        else:
+            length = config.coarse_block_steps
+        length = min(length, horizon_steps - t)
+        starts.append(t)
+        lengths.append(length)
+        t += length
+    return Blocks(np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64), step_s)
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    cluster: str
+    now: datetime
+    step_s: int
+    horizon_steps: int
+    blocks: Blocks
+    pool_names: tuple[str, ...]
+    pool_types: tuple[str, ...]
+    avail_steps: np.ndarray  # [P, T] GPUs in service per step
+    pool_free_nodes: tuple[list[int] | None, ...]  # per pool: free GPUs per node now, None: unknown
+    pool_gpus_per_node: tuple[int, ...]
+    window_reason: tuple[str, ...]  # per pool: why capacity dips in the horizon ("" if none)
+    service_names: tuple[str, ...]
+    svc_gpr: np.ndarray  # [S] GPUs per replica
+    svc_min: np.ndarray  # [S]
+    svc_max: np.ndarray  # [S]
+    svc_startup_s: np.ndarray  # [S]
+    svc_allowed: np.ndarray  # [S, P] bool
+    svc_tenants: np.ndarray  # [S, P] replicas that may share one GPU (1: dedicated only)
+    svc_loss: np.ndarray  # [S, P] capacity lost per extra co-tenant, as a fraction
+    svc_replicas_now: np.ndarray  # [S, P]
+    svc_quantile: tuple[str, ...]
+    svc_demand_steps: np.ndarray  # [S, T] demand at the SLO quantile
+    svc_forecast_model: tuple[str, ...]
+    job_ids: tuple[str, ...]
+    job_gang: np.ndarray  # [J]
+    job_weight: np.ndarray  # [J]
+    job_remaining_s: np.ndarray  # [J] remaining GPU-seconds, rounded up to whole steps of the gang
+    job_allowed: np.ndarray  # [J, P] bool
+    job_running_pool: np.ndarray  # [J] pool index, -1 when not running
+    job_preemptible: np.ndarray  # [J] bool
+    job_lost_gpu_s: np.ndarray  # [J] work lost plus restart cost if preempted now, GPU-seconds
+    job_restart_s: np.ndarray  # [J] wall seconds a (re)start costs the gang
+    job_deadline_step: np.ndarray  # [J] first step at or after the deadline (horizon+1 if none)
+    job_team: np.ndarray  # [J] team index
+    job_priority_class: tuple[str, ...]
+    team_names: tuple[str, ...]
+    team_quota: np.ndarray  # [teams] GPUs, inf when no quota
+    max_weight: float
+    job_active: np.ndarray | None = None  # [J] False for an empty job slot (None: every job is real)
+
+    def active_jobs(self) -> np.ndarray:
+        """Indices of real jobs (empty slots of a persistent model are left out)."""
+        if self.job_active is None:
+            return np.arange(self.n_jobs)
+        return np.flatnonzero(self.job_active)
+
+    @property
+    def n_pools(self) -> int:
+        return len(self.pool_names)
+
+    @property
+    def n_services(self) -> int:
+        return len(self.service_names)
+
+    @property
+    def n_jobs(self) -> int:
+        return len(self.job_ids)
+
+    def avail_blocks(self) -> np.ndarray:
+        """[P, B] capacity of each block: its tightest step."""
+        return np.minimum.reduceat(self.avail_steps, self.blocks.first_step, axis=1)
+
+    def demand_blocks(self) -> np.ndarray:
+        """[S, B] demand of each block: its highest step."""
+        if self.n_services == 0:
+            return np.zeros((0, self.blocks.count))
+        return np.maximum.reduceat(self.svc_demand_steps, self.blocks.first_step, axis=1)
+
+    def step_start(self, step: int) -> datetime:
+        return self.now + timedelta(seconds=self.step_s * step)
+
+
+_ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+def _demand_curve(
+    state: ClusterState,
+    forecast: DemandForecast | None,
+    service_index: int,
+    quantile: str,
+    steps: int,
+    step_s: int,
+    now: datetime,
+) -> tuple[np.ndarray, str]:
+    service = state.services[service_index]
+    if forecast is None:
+        forecast = seasonal_naive(
+            service.demand_history,
+            cluster=state.cluster,
+            service=service.spec.service,
+            step_s=state.step_s,
+            horizon_steps=max(steps * step_s // state.step_s, 1),
+            issued_at=now,
+        )
+    key = quantile if quantile in forecast.quantiles else "p90"
+    curve = np.asarray(forecast.curve(key), dtype=float)
+    if forecast.step_s != step_s:
+        # Resample to the plan's step: the highest value of the forecast steps each plan step spans.
+        times = np.arange(steps) * step_s
+        src = np.minimum((times // forecast.step_s).astype(int), curve.size - 1)
+        width = max(step_s // forecast.step_s, 1)
+        curve = np.asarray([curve[i : i + width].max() for i in src])
+    if curve.size < steps:
+        pad = curve[-1] if curve.size else 0.0
+        curve = np.concatenate([curve, np.full(steps - curve.size, pad)])
+    return np.maximum(curve[:steps], 0.0), f"{forecast.model} {key}"
+
+
+def build_inputs(
+    state: ClusterState,
+    forecasts: Mapping[str, DemandForecast],
+    now: datetime,
+    config: PlannerConfig,
+    curve: InterferenceCurve = DEFAULT_CURVE,
+) -> PlanInputs:
+    steps, step_s = config.horizon_steps, config.step_s
+    blocks = make_blocks(config, steps, step_s)
+    pools = state.pools
+    pool_index = {p.name: i for i, p in enumerate(pools)}
+    n_pools = len(pools)
+
+    avail = np.zeros((n_pools, steps), dtype=float)
+    window_reason: list[str] = []
+    for i, pool in enumerate(pools):
+        row = np.full(steps, float(pool.gpus_total))
+        notes: list[str] = []
+        for window in pool.windows:
+            # steps [first, last) overlap the window (end exclusive)
+            first = max(math.floor((window.start - now).total_seconds() / step_s), 0)
+            last = min(math.ceil((window.end - now).total_seconds() / step_s), steps)
+            if last > first:
+                row[first:last] -= window.gpus_out
+                notes.append(
+                    f"{window.reason} {window.gpus_out} GPUs {window.start:%H:%M}-{window.end:%H:%M}"
+                )
+        row = np.minimum(row, float(pool.gpus_available))
+        avail[i] = np.maximum(row, 0.0)
+        window_reason.append("; ".join(notes))
+
+    services = state.services
+    n_svc = len(services)
+    loss_per_cotenant = {c: 1.0 - curve.efficiency(2.0, [c]) for c in ("low", "medium", "high")}
+    svc_allowed = np.zeros((n_svc, n_pools), dtype=bool)
+    svc_tenants = np.ones((n_svc, n_pools))
+    svc_loss = np.zeros((n_svc, n_pools))
+    svc_now = np.zeros((n_svc, n_pools))
+    demand = np.zeros((n_svc, steps))
+    models: list[str] = []
+    for s, service in enumerate(services):
+        spec = service.spec
+        for p, pool in enumerate(pools):
+            svc_allowed[s, p] = not spec.allowed_pools or pool.name in spec.allowed_pools
+            tenants = min(pool.max_share, spec.max_cotenants)
+            svc_tenants[s, p] = max(tenants, 1)
+            if tenants > 1:
+                svc_loss[s, p] = loss_per_cotenant[spec.bandwidth_class]
+        for pool_name, count in service.replicas.items():
+            if pool_name in pool_index:
+                svc_now[s, pool_index[pool_name]] = count
+        demand[s], model = _demand_curve(
+            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now
+        )
+        if service.demand_history and config.nowcast_steps:
+            # Persistence floor: the next steps need at least what is busy now (forecast misses).
+            lead = min(config.nowcast_steps, steps)
+            demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
+        models.append(model)
+
+    jobs = [j for j in state.jobs if j.status in _ACTIVE]
+    n_jobs = len(jobs)
+    teams = sorted({j.spec.team for j in jobs} | set(state.quotas_gpus))
+    team_index = {t: i for i, t in enumerate(teams)}
+    gang = np.asarray([j.spec.gpus for j in jobs], dtype=float)
+    allowed = np.zeros((n_jobs, n_pools), dtype=bool)
+    running = np.full(n_jobs, -1, dtype=np.int64)
+    remaining = np.zeros(n_jobs)
+    lost = np.zeros(n_jobs)
+    deadline_step = np.full(n_jobs, steps + 1, dtype=np.int64)
+    pool_names = [p.name for p in pools]
+    pool_types = [p.gpu_type for p in pools]
+    masks: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
+    for k, job in enumerate(jobs):
+        job_spec = job.spec
+        restriction = (tuple(job_spec.allowed_pools), tuple(job_spec.allowed_gpu_types))
+        mask = masks.get(restriction)
+        if mask is None:
+            mask = masks[restriction] = np.asarray(
+                [
+                    (not job_spec.allowed_pools or name in job_spec.allowed_pools)
+                    and (not job_spec.allowed_gpu_types or gpu_type in job_spec.allowed_gpu_types)
+                    for name, gpu_type in zip(pool_names, pool_types, strict=True)
+                ],
+                dtype=bool,
+            )
+        allowed[k] = mask
+        if job.status == JobStatus.RUNNING and job.pool in pool_index:
+            running[k] = pool_index[job.pool]
+            allowed[k, running[k]] = True
+        per_step = job_spec.gpus * step_s
+        remaining[k] = max(math.ceil(job.remaining_gpu_s / per_step - 1e-9), 1) * per_step
+        lost[k] = job.since_checkpoint_gpu_s + job_spec.restart_cost_s * job_spec.gpus
+        if job_spec.deadline is not None:
+            deadline_step[k] = max(math.ceil((job_spec.deadline - now).total_seconds() / step_s), 0)
+    quota = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams])
+    weights = np.asarray([j.spec.priority_weight for j in jobs], dtype=float)
+    return PlanInputs(
+        cluster=state.cluster,
+        now=now,
+        step_s=step_s,
+        horizon_steps=steps,
+        blocks=blocks,
+        pool_names=tuple(p.name for p in pools),
+        pool_types=tuple(p.gpu_type for p in pools),
+        avail_steps=avail,
+        pool_free_nodes=tuple(list(getattr(p, "free_gpus_by_node", None) or []) or None for p in pools),
+        pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
+        window_reason=tuple(window_reason),
+        service_names=tuple(s.spec.service for s in services),
+        svc_gpr=np.asarray([s.spec.gpus_per_replica for s in services], dtype=float),
+        svc_min=np.asarray([s.spec.min_replicas for s in services], dtype=float),
+        svc_max=np.asarray([s.spec.max_replicas for s in services], dtype=float),
+        svc_startup_s=np.asarray([s.spec.startup_s for s in services], dtype=float),
+        svc_allowed=svc_allowed,
+        svc_tenants=svc_tenants,
+        svc_loss=svc_loss,
+        svc_replicas_now=svc_now,
+        svc_quantile=tuple(s.spec.slo_quantile for s in services),
+        svc_demand_steps=demand,
+        svc_forecast_model=tuple(models),
+        job_ids=tuple(j.spec.job_id for j in jobs),
+        job_gang=gang,
+        job_weight=weights,
+        job_remaining_s=remaining,
+        job_allowed=allowed,
+        job_running_pool=running,
+        job_preemptible=np.asarray([j.spec.preemptible for j in jobs], dtype=bool),
+        job_lost_gpu_s=lost,
+        job_restart_s=np.asarray([j.spec.restart_cost_s for j in jobs], dtype=float),
+        job_deadline_step=deadline_step,
+        job_team=np.asarray([team_index[j.spec.team] for j in jobs], dtype=np.int64),
+        job_priority_class=tuple(j.spec.priority_class for j in jobs),
+        team_names=tuple(teams),
+        team_quota=quota,
+        max_weight=float(weights.max()) if n_jobs else 1.0,
+    )

@@ -1,0 +1,208 @@
+"""PlannerPolicy: the receding-horizon planner behind the Policy interface (``ebbtide``, ``oracle``).
+
+Each decision: inputs -> model structure (cached while the job set, services and pools stay the
+same) -> parameters -> HiGHS (persistent, warm-started) -> rounding -> HorizonPlan + Allocation
+with reasons. Only step 0 is committed. On time-out, infeasibility or any error the planner
+publishes a flagged fallback (the last plan shifted by one step, else a greedy plan) with the
+reason; nothing escapes ``decide``. No I/O, no clock reads: ``now`` is an argument. The policy
+object keeps the solver session and the last plan between calls (warm start, fallback).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+
+import numpy as np
+
+from optimizer.config import PlannerConfig
+from optimizer.extract import extract_plan, round_relaxed
+from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
+from optimizer.formulation import ModelStructure, build_structure, gang_changes, slots_match, structure_key
+from optimizer.inputs import PlanInputs, build_inputs
+from optimizer.parameters import Parameters, fill_parameters
+from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan
+from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
+from optimizer.rounding import RoundedPlan
+from optimizer.slots import SlotTable, into_slots
+from optimizer.solve_highs import HighsSession, SolveOutcome
+from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
+
+_OBJECTIVE_GROUPS = {
+    "work_value": ("y0", "yb"),
+    "shortfall": ("short",),
+    "min_replica_shortfall": ("minshort",),
+    "preemption": ("pre",),
+    "service_gpus_and_interference": ("R", "G"),
+    "churn": ("up",),
+}
+
+
+def objective_terms(structure: ModelStructure, params: Parameters, x: np.ndarray) -> dict[str, float]:
+    terms = {}
+    for name, groups in _OBJECTIVE_GROUPS.items():
+        idx = np.concatenate([structure.cols[g].ravel() for g in groups])
+        terms[name] = float(params.cost[idx] @ x[idx])
+    terms["work_value"] = -terms["work_value"]
+    return terms
+
+
+class PlannerPolicy:
+    """The optimizer as a Policy. ``name`` only labels its output."""
+
+    def __init__(self, name: str = "ebbtide", config: PlannerConfig | None = None) -> None:
+        self.name = name
+        self.config = config or PlannerConfig()
+        self._fingerprint = config_fingerprint(self.config)
+        self._session = HighsSession()
+        self._structure: ModelStructure | None = None
+        self._slots = SlotTable()
+        self._last_plan: HorizonPlan | None = None
+        self._parts = PartCache()
+        self.last_solver_ms = 0.0
+
+    def session_stats(self) -> dict[str, int]:
+        """How often the solver model was rebuilt versus updated in place (warm start)."""
+        return {"rebuilds": self._session.rebuilds, "updates": self._session.updates}
+
+    def decide(self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime) -> Decision:
+        t0 = time.perf_counter()
+        digest = inputs_digest(state, forecasts, now, self._fingerprint)
+        plan_id = plan_id_for(state.cluster, self.name, digest)
+        inputs: PlanInputs | None = None
+        try:
+            inputs = build_inputs(state, forecasts, now, self.config)
+            rounded, solver, objective, inputs = self._optimise(inputs)
+        except Exception as exc:
+            reason = f"planner error: {exc!r}"
+            solver = SolverInfo(
+                solver="highs", status="error", time_ms=0.0, fallback=True, fallback_reason=reason
+            )
+            rounded, objective = None, {}
+        try:
+            if rounded is None:
+                rounded, solver, inputs = self._fallback(state, forecasts, now, inputs, solver, t0)
+            assert inputs is not None
+            return self._publish(inputs, rounded, plan_id, digest, solver, objective)
+        except Exception as exc:
+            cause = solver.fallback_reason or solver.status
+            reason = f"{cause}; fallback failed ({exc!r}); kept the current state"
+            return keep_current_state(
+                state, now, self.config, plan_id=plan_id, policy=self.name, digest=digest, reason=reason
+            )
+
+    def _publish(
+        self,
+        inputs: PlanInputs,
+        rounded: RoundedPlan,
+        plan_id: str,
+        digest: str,
+        solver: SolverInfo,
+        objective: dict[str, float],
+    ) -> Decision:
+        plan = build_horizon_plan(
+            inputs,
+            rounded,
+            plan_id=plan_id,
+            policy=self.name,
+            digest=digest,
+            solver=solver,
+            objective=objective,
+            cache=self._parts,
+        )
+        allocation = build_allocation(
+            inputs, rounded, plan_id=plan_id, policy=self.name, fallback_reason=solver.fallback_reason
+        )
+        if not solver.fallback:
+            self._last_plan = plan
+        return Decision(plan=plan, allocation=allocation)
+
+    def _optimise(
+        self, inputs: PlanInputs
+    ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
+        """Solve and round; also returns the inputs the plan is indexed by (job slots)."""
+        config = self.config
+        if config.backend == "pyomo":
+            from optimizer.pyomo_model import solve_with_pyomo
+
+            result = solve_with_pyomo(inputs, config, time_limit_s=config.time_limit_s)
+            if result.relaxed is None:
+                return (
+                    None,
+                    _failed("pyomo-highs", result.status, result.solver_ms, result.detail),
+                    {},
+                    inputs,
+                )
+            rounded = round_relaxed(inputs, config, *result.relaxed)
+            info = SolverInfo(solver="pyomo-highs", status=result.status, time_ms=result.solver_ms)
+            return rounded, info, {"objective": result.objective}, inputs
+        inputs = into_slots(inputs, self._slots)
+        key = structure_key(inputs)
+        reuse = (
+            self._structure is not None
+            and self._structure.key == key
+            and self._session.holds(key)
+            and slots_match(self._structure, inputs)
+        )
+        coefficients = None
+        if not reuse:
+            self._structure = build_structure(inputs, key)
+            self._session.forget()
+        else:
+            assert self._structure is not None
+            coefficients = gang_changes(self._structure, inputs)
+        structure = self._structure
+        assert structure is not None
+        params = fill_parameters(structure, inputs, config)
+        outcome: SolveOutcome = self._session.solve(structure, params, config.time_limit_s, coefficients)
+        self.last_solver_ms = outcome.solver_ms
+        if not outcome.ok or outcome.x is None:
+            return None, _failed("highs", outcome.status, outcome.solver_ms, outcome.detail), {}, inputs
+        rounded = extract_plan(structure, inputs, config, outcome.x)
+        info = SolverInfo(solver="highs", status=outcome.status, time_ms=outcome.solver_ms)
+        return rounded, info, objective_terms(structure, params, outcome.x), inputs
+
+    def _fallback(
+        self,
+        state: ClusterState,
+        forecasts: Mapping[str, DemandForecast],
+        now: datetime,
+        inputs: PlanInputs | None,
+        solver: SolverInfo,
+        t0: float,
+    ) -> tuple[RoundedPlan, SolverInfo, PlanInputs]:
+        if inputs is None:
+            inputs = build_inputs(state, {}, now, self.config)
+        prefer = shifted_preferences(self._last_plan, inputs, now)
+        kind = "the last feasible plan shifted by one step" if prefer is not None else "a greedy plan"
+        rounded = greedy_plan(inputs, self.config, prefer)
+        reason = f"{solver.fallback_reason or solver.status}; published {kind}"
+        info = SolverInfo(
+            solver=solver.solver,
+            status=solver.status,
+            time_ms=(time.perf_counter() - t0) * 1000.0,
+            fallback=True,
+            fallback_reason=reason,
+        )
+        return rounded, info, inputs
+
+
+def _failed(solver: str, status: str, time_ms: float, detail: str) -> SolverInfo:
+    return SolverInfo(
+        solver=solver,
+        status=status,
+        time_ms=max(time_ms, 0.0),
+        fallback=True,
+        fallback_reason=detail or status,
+    )
+
+
+def solve(
+    state: ClusterState,
+    forecasts: Mapping[str, DemandForecast],
+    config: PlannerConfig,
+    now: datetime,
+) -> Decision:
+    """``plan = solve(state, forecasts, policy_config, now)``: one decision from a fresh planner."""
+    return PlannerPolicy(config=config).decide(state, forecasts, now)

@@ -1,0 +1,257 @@
+"""The horizon model stated in Pyomo: the readable source of truth of what the planner optimises.
+
+The hot path (optimizer/formulation.py + optimizer/parameters.py) encodes this same model as a
+HiGHS matrix; tests/optimizer/test_pyomo_equivalence.py solves both on the same instances and
+checks that the objectives agree. ``backend='pyomo'`` in PlannerConfig plans with this model.
+Pure: builds and solves in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.contrib.appsi.solvers import Highs as AppsiHighs
+
+from optimizer.config import PlannerConfig
+from optimizer.formulation import hall_sets, keep_running_blocks
+from optimizer.inputs import PlanInputs
+from optimizer.parameters import block_values, shortfall_cost_per_gpu_h
+
+
+@dataclass(frozen=True)
+class PyomoResult:
+    status: str
+    objective: float
+    solver_ms: float
+    relaxed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
+    detail: str = ""
+
+
+def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.ConcreteModel:
+    n_jobs, n_svc, n_pools, n_blocks = inputs.n_jobs, inputs.n_services, inputs.n_pools, inputs.blocks.count
+    dur_s = inputs.blocks.dur_s
+    dur_h = dur_s / 3600.0
+    avail = inputs.avail_blocks()
+    demand = inputs.demand_blocks()
+    value = block_values(inputs, config)
+    w_max = inputs.max_weight
+    short_cost = shortfall_cost_per_gpu_h(inputs, config)
+    gang = inputs.job_gang
+    run_pool = inputs.job_running_pool
+    has_work = inputs.job_remaining_s > 0
+
+    m = pyo.ConcreteModel("ebbtide_horizon")
+    m.J = pyo.Set(initialize=range(n_jobs))
+    m.P = pyo.Set(initialize=range(n_pools))
+    m.S = pyo.Set(initialize=range(n_svc))
+    m.B = pyo.Set(initialize=range(n_blocks))
+    m.LATER = pyo.Set(initialize=range(1, n_blocks))
+    m.JP = pyo.Set(dimen=2, initialize=[(int(j), int(p)) for j, p in np.argwhere(inputs.job_allowed)])
+    m.SP = pyo.Set(dimen=2, initialize=[(int(s), int(p)) for s, p in np.argwhere(inputs.svc_allowed)])
+
+    def y0_bounds(_m: pyo.ConcreteModel, j: int, p: int) -> tuple[float, float]:
+        movable = (run_pool[j] < 0 or run_pool[j] == p) and has_work[j]
+        pinned = run_pool[j] == p and not inputs.job_preemptible[j] and has_work[j]
+        return (float(gang[j]) if pinned else 0.0, float(gang[j]) if movable else 0.0)
+
+    def yb_bounds(_m: pyo.ConcreteModel, j: int, b: int) -> tuple[float, float]:
+        return (0.0, float(gang[j]) if inputs.job_allowed[j].any() and has_work[j] else 0.0)
+
+    def pre_bounds(_m: pyo.ConcreteModel, j: int) -> tuple[float, float]:
+        return (0.0, 1.0 if run_pool[j] >= 0 and inputs.job_preemptible[j] else 0.0)
+
+    m.y0 = pyo.Var(m.JP, bounds=y0_bounds)
+    m.yb = pyo.Var(m.J, m.LATER, bounds=yb_bounds)
+    m.pre = pyo.Var(m.J, bounds=pre_bounds)
+    m.R = pyo.Var(m.SP, m.B, bounds=lambda _m, s, p, b: (0.0, float(inputs.svc_max[s])))
+    m.G = pyo.Var(m.SP, m.B, domain=pyo.NonNegativeReals)
+    m.up = pyo.Var(m.SP, m.B, domain=pyo.NonNegativeReals)
+    m.short = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
+    m.minshort = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
+
+    pools_of_job = {j: [p for (jj, p) in m.JP if jj == j] for j in range(n_jobs)}
+    pools_of_svc = {s: [p for (ss, p) in m.SP if ss == s] for s in range(n_svc)}
+
+    m.gang0 = pyo.Constraint(m.J, rule=lambda _m, j: sum(_m.y0[j, p] for p in pools_of_job[j]) <= gang[j])
+    m.work = pyo.Constraint(
+        m.J,
+        rule=lambda _m, j: (
+            dur_s[0] * sum(_m.y0[j, p] for p in pools_of_job[j])
+            + sum(dur_s[b] * _m.yb[j, b] for b in _m.LATER)
+            <= inputs.job_remaining_s[j]
+        ),
+    )
+    m.preempt_link = pyo.Constraint(
+        m.J,
+        rule=lambda _m, j: (
+            _m.pre[j] + sum(_m.y0[j, p] for p in pools_of_job[j]) / gang[j]
+            >= (1.0 if run_pool[j] >= 0 else 0.0)
+        ),
+    )
+    block_end_s = np.cumsum(dur_s)
+    n_keep = keep_running_blocks(inputs)
+
+    def keep_running_rule(_m: pyo.ConcreteModel, j: int, b: int) -> object:
+        fills = inputs.job_remaining_s[j] >= gang[j] * block_end_s[b] - 1e-6
+        if run_pool[j] < 0 or not inputs.job_preemptible[j] or not fills or b > n_keep:
+            return pyo.Constraint.Skip
+        return _m.pre[j] + _m.yb[j, b] / gang[j] >= 1.0
+
+    m.keep_running = pyo.Constraint(m.J, m.LATER, rule=keep_running_rule)
+    m.preempt_bound = pyo.Constraint(expr=sum(m.pre[j] for j in m.J) <= config.max_preemptions_per_step)
+    m.cap0 = pyo.Constraint(
+        m.P,
+        rule=lambda _m, p: (
+            sum(_m.y0[j, pp] for (j, pp) in _m.JP if pp == p)
+            + sum(_m.G[s, pp, 0] for (s, pp) in _m.SP if pp == p)
+            <= avail[p, 0]
+        ),
+    )
+    sets = hall_sets(inputs.job_allowed, gang, n_pools)
+    m.F = pyo.Set(initialize=range(sets.shape[0]))
+    inside = {
+        f: [
+            j
+            for j in range(n_jobs)
+            if inputs.job_allowed[j].any() and not np.any(inputs.job_allowed[j] & ~sets[f])
+        ]
+        for f in range(sets.shape[0])
+    }
+    m.hall = pyo.Constraint(
+        m.F,
+        m.LATER,
+        rule=lambda _m, f, b: (
+            sum(_m.yb[j, b] for j in inside[f]) + sum(_m.G[s, p, b] for (s, p) in _m.SP if sets[f, p])
+            <= float(sets[f].astype(float) @ avail[:, b])
+        ),
+    )
+    quota_teams = [int(t) for t in np.flatnonzero(np.isfinite(inputs.team_quota))]
+    m.Q = pyo.Set(initialize=quota_teams)
+
+    def quota_rule(_m: pyo.ConcreteModel, t: int, b: int) -> object:
+        members = [j for j in range(n_jobs) if inputs.job_team[j] == t]
+        if b == 0:
+            used = sum(_m.y0[j, p] for j in members for p in pools_of_job[j])
+        else:
+            used = sum(_m.yb[j, b] for j in members)
+        if isinstance(used, int | float):
+            return pyo.Constraint.Skip
+        pinned = sum(gang[j] for j in members if run_pool[j] >= 0 and not inputs.job_preemptible[j])
+        return used <= max(float(inputs.team_quota[t]), float(pinned))
+
+    m.quota = pyo.Constraint(m.Q, m.B, rule=quota_rule)
+
+    loss = inputs.svc_loss
+    gpr = inputs.svc_gpr
+
+    def cover_rule(_m: pyo.ConcreteModel, s: int, b: int) -> object:
+        lead = min(inputs.svc_startup_s[s] / dur_s[b], 1.0)
+        capacity = sum(
+            (1.0 + loss[s, p]) * _m.G[s, p, b] - loss[s, p] * gpr[s] * _m.R[s, p, b] - lead * _m.up[s, p, b]
+            for p in pools_of_svc[s]
+        )
+        return capacity + _m.short[s, b] >= demand[s, b]
+
+    m.cover = pyo.Constraint(m.S, m.B, rule=cover_rule)
+    m.pack = pyo.Constraint(
+        m.SP,
+        m.B,
+        rule=lambda _m, s, p, b: inputs.svc_tenants[s, p] * _m.G[s, p, b] - gpr[s] * _m.R[s, p, b] >= 0,
+    )
+    m.dedicated = pyo.Constraint(
+        m.SP, m.B, rule=lambda _m, s, p, b: _m.G[s, p, b] - gpr[s] * _m.R[s, p, b] <= 0
+    )
+    m.min_replicas = pyo.Constraint(
+        m.S,
+        m.B,
+        rule=lambda _m, s, b: (
+            sum(_m.R[s, p, b] for p in pools_of_svc[s]) + _m.minshort[s, b] >= inputs.svc_min[s]
+        ),
+    )
+    m.max_replicas = pyo.Constraint(
+        m.S,
+        m.B,
+        rule=lambda _m, s, b: (
+            sum(_m.R[s, p, b] for p in pools_of_svc[s]) <= inputs.svc_max[s]
+            if pools_of_svc[s]
+            else pyo.Constraint.Skip
+        ),
+    )
+
+    def scale_up_rule(_m: pyo.ConcreteModel, s: int, p: int, b: int) -> object:
+        before = _m.G[s, p, b - 1] if b > 0 else inputs.svc_replicas_now[s, p] * gpr[s]
+        return _m.up[s, p, b] >= _m.G[s, p, b] - before
+
+    m.scale_up = pyo.Constraint(m.SP, m.B, rule=scale_up_rule)
+
+    interference = config.interference_cost * w_max
+    min_short_cost = (
+        config.min_replica_penalty / config.shortfall_penalty * short_cost
+        if config.shortfall_penalty
+        else 0.0
+    )
+    m.value = pyo.Expression(
+        expr=sum(value[j, 0] * dur_h[0] * m.y0[j, p] for (j, p) in m.JP)
+        + sum(value[j, b] * dur_h[b] * m.yb[j, b] for j in m.J for b in m.LATER)
+    )
+    m.losses = pyo.Expression(
+        expr=sum(
+            inputs.job_weight[j]
+            * (inputs.job_lost_gpu_s[j] / 3600.0 + config.preemption_penalty_gpu_h * gang[j])
+            * m.pre[j]
+            for j in m.J
+        )
+        + sum(
+            short_cost * dur_h[b] * m.short[s, b] + min_short_cost * dur_h[b] * gpr[s] * m.minshort[s, b]
+            for s in m.S
+            for b in m.B
+        )
+        + sum(
+            interference * dur_h[b] * (gpr[s] * m.R[s, p, b] - m.G[s, p, b])
+            + config.service_gpu_cost * w_max * dur_h[b] * m.G[s, p, b]
+            + config.churn_penalty_gpu * w_max * m.up[s, p, b]
+            for (s, p) in m.SP
+            for b in m.B
+        )
+    )
+    m.objective = pyo.Objective(expr=m.value - m.losses, sense=pyo.maximize)
+    return m
+
+
+def solve_with_pyomo(inputs: PlanInputs, config: PlannerConfig, time_limit_s: float) -> PyomoResult:
+    model = build_pyomo_model(inputs, config)
+    solver = AppsiHighs()
+    solver.config.time_limit = time_limit_s
+    solver.config.load_solution = False
+    solver.config.stream_solver = False
+    t0 = time.perf_counter()
+    try:
+        results = solver.solve(model)
+    except Exception as exc:
+        return PyomoResult(
+            "error", float("nan"), (time.perf_counter() - t0) * 1000.0, None, f"Pyomo/HiGHS error: {exc!r}"
+        )
+    solver_ms = (time.perf_counter() - t0) * 1000.0
+    condition = str(results.termination_condition)
+    if "optimal" not in condition.lower():
+        return PyomoResult(condition, float("nan"), solver_ms, None, f"Pyomo/HiGHS: {condition}")
+    results.solution_loader.load_vars()
+    n_jobs, n_pools, n_svc, n_blocks = inputs.n_jobs, inputs.n_pools, inputs.n_services, inputs.blocks.count
+    gang = np.maximum(inputs.job_gang, 1.0)
+    share0 = np.zeros((n_jobs, n_pools))
+    for (j, p), var in model.y0.items():
+        share0[j, p] = (var.value or 0.0) / gang[j]
+    share = np.zeros((n_jobs, n_blocks))
+    share[:, 0] = share0.sum(axis=1)
+    for (j, b), var in model.yb.items():
+        share[j, b] = (var.value or 0.0) / gang[j]
+    replicas = np.zeros((n_svc, n_pools, n_blocks))
+    gpus = np.zeros((n_svc, n_pools, n_blocks))
+    for (s, p, b), var in model.R.items():
+        replicas[s, p, b] = var.value or 0.0
+        gpus[s, p, b] = model.G[s, p, b].value or 0.0
+    relaxed = (replicas, gpus, np.clip(share0, 0, 1), np.clip(share, 0, 1))
+    return PyomoResult(condition, float(results.best_feasible_objective), solver_ms, relaxed)

@@ -1,0 +1,172 @@
+"""From relaxed shares to a plan that can run: whole replicas, whole gangs, every step feasible.
+
+The LP gives fractional replicas and fractional gang shares; this module turns them (or the
+fallback's heuristic scores, which take the same path) into integer replicas per service and
+pool, and one pool or none per job and block, respecting pool capacity, gang sizes, allowed pools,
+quotas, remaining work, non-preemptible jobs and the preemption bound. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.inputs import PlanInputs
+from optimizer.step0 import round_step0
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class RoundedPlan:
+    svc_replicas: np.ndarray  # [S, P, B] int
+    svc_gpus: np.ndarray  # [S, P, B] physical GPUs
+    job_pool: np.ndarray  # [J, B] pool index, -1 when not running
+    job_share0: np.ndarray  # [J, P] relaxed share of the gang in step 0 (reasons)
+    job_share: np.ndarray  # [J, B] relaxed share of the gang per block (reasons)
+    preempted: np.ndarray  # [J] bool: running now, not running in step 0
+
+
+def round_services(
+    inputs: PlanInputs, replicas: np.ndarray, gpus: np.ndarray, reserved: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whole replicas (rounded up where the pool has room), GPUs within packing limits.
+
+    ``reserved`` [P, B]: GPUs of jobs the plan keeps; a replica is rounded up only into room
+    that is left beside them (a sliver of lead-time capacity never evicts a whole gang).
+    """
+    avail = inputs.avail_blocks() - (0.0 if reserved is None else reserved)
+    gpr = inputs.svc_gpr[:, None, None]
+    tenants = inputs.svc_tenants[:, :, None]
+    whole = np.ceil(np.maximum(replicas, 0.0) - EPS)
+    whole = np.minimum(whole, inputs.svc_max[:, None, None])
+    phys = np.clip(gpus, gpr * whole / tenants, gpr * whole)
+    over = phys.sum(axis=0) - avail  # [P, B]
+    for p, b in zip(*np.nonzero(over > EPS), strict=True):
+        # Round down the most fractional replicas of this pool until the services fit.
+        order = np.argsort(-(whole[:, p, b] - replicas[:, p, b]))
+        for s in order:
+            if over[p, b] <= EPS:
+                break
+            while whole[s, p, b] > 0 and over[p, b] > EPS:
+                whole[s, p, b] -= 1
+                new_phys = min(
+                    max(gpus[s, p, b], gpr[s, 0, 0] * whole[s, p, b] / tenants[s, p, 0]),
+                    gpr[s, 0, 0] * whole[s, p, b],
+                )
+                over[p, b] -= phys[s, p, b] - new_phys
+                phys[s, p, b] = new_phys
+    return whole.astype(np.int64), phys
+
+
+def round_jobs(
+    inputs: PlanInputs,
+    free: np.ndarray,
+    share0: np.ndarray,
+    share: np.ndarray,
+    threshold: float,
+    max_preemptions: int,
+    svc_gpus0: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
+    ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
+
+    Step 0 order: non-preemptible running jobs, running jobs the plan keeps, then by relaxed
+    share (highest first) and weight. Later blocks: jobs keep their pool when it still fits.
+    """
+    n_jobs, n_blocks = inputs.n_jobs, inputs.blocks.count
+    gang = inputs.job_gang
+    run_pool = inputs.job_running_pool
+    job_pool = np.full((n_jobs, n_blocks), -1, dtype=np.int64)
+    if svc_gpus0 is None:
+        svc_gpus0 = np.zeros(inputs.n_pools)
+    dur_s = inputs.blocks.dur_s
+    quota = inputs.team_quota
+    allowed = inputs.job_allowed
+    weight = inputs.job_weight
+
+    # Step 0: whole gangs, node fit, preemption bound, backfill.
+    running = run_pool >= 0
+    job_pool[:, 0], remaining = round_step0(
+        inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions
+    )
+    preempted = running & (job_pool[:, 0] < 0)
+
+    # Later blocks (plain Python on lists: a few blocks times the jobs with a share there).
+    allowed_pools: dict[int, list[int]] = {}
+    gang_list = gang.tolist()
+    team_list = inputs.job_team.tolist()
+    quota_list = quota.tolist()
+    remaining_list = remaining.tolist()
+    for b in range(1, n_blocks):
+        cap = free[:, b].tolist()
+        team_used_list = [0.0] * len(quota_list)
+        prev = job_pool[:, b - 1]
+        idx = np.flatnonzero(share[:, b] > EPS)
+        order = idx[np.lexsort((idx, -weight[idx], -share[idx, b], prev[idx] < 0))].tolist()
+        prev_list = prev.tolist()
+        dur = float(dur_s[b])
+        placed_pool = job_pool[:, b]
+        for j in order:
+            if remaining_list[j] <= 0:
+                continue
+            g, t = gang_list[j], team_list[j]
+            if team_used_list[t] + g > quota_list[t] + EPS:
+                continue
+            p = prev_list[j]
+            if p < 0 or cap[p] + EPS < g:
+                p = -1
+                best = -1.0
+                if j not in allowed_pools:
+                    allowed_pools[j] = np.flatnonzero(allowed[j]).tolist()
+                for q in allowed_pools[j]:
+                    if cap[q] + EPS >= g and cap[q] > best:
+                        p, best = q, cap[q]
+                if p < 0:
+                    continue
+            cap[p] -= g
+            team_used_list[t] += g
+            placed_pool[j] = p
+            remaining_list[j] -= g * dur
+    return job_pool, preempted
+
+
+def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:
+    """[P, B] GPUs left for jobs: whole GPUs only (a gang cannot use a fraction)."""
+    used = np.ceil(svc_gpus.sum(axis=0) - EPS) if svc_gpus.size else 0.0
+    return np.maximum(np.floor(inputs.avail_blocks() + EPS) - used, 0.0)
+
+
+def greedy_service_targets(
+    inputs: PlanInputs, prefer: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Replicas that cover each block's demand at the SLO quantile on dedicated GPUs, placed in
+    the service's current pools first, then the allowed pool with most room."""
+    n_svc, n_pools, n_blocks = inputs.n_services, inputs.n_pools, inputs.blocks.count
+    replicas = np.zeros((n_svc, n_pools, n_blocks))
+    demand = inputs.demand_blocks()
+    room = np.floor(inputs.avail_blocks() + EPS)
+    pinned = (inputs.job_running_pool >= 0) & ~inputs.job_preemptible
+    if pinned.any():
+        held = np.bincount(
+            inputs.job_running_pool[pinned], weights=inputs.job_gang[pinned], minlength=n_pools
+        )
+        room = np.maximum(room - held[:, None], 0.0)
+    base = inputs.svc_replicas_now if prefer is None else prefer
+    for s in range(n_svc):
+        gpr = inputs.svc_gpr[s]
+        for b in range(n_blocks):
+            need = max(math.ceil(demand[s, b] / gpr - EPS), int(inputs.svc_min[s]))
+            need = min(need, int(inputs.svc_max[s]))
+            pools = np.flatnonzero(inputs.svc_allowed[s])
+            pools = pools[np.lexsort((-room[pools, b], -base[s, pools]))]
+            for p in pools:
+                take = min(need, int(room[p, b] // gpr))
+                replicas[s, p, b] += take
+                room[p, b] -= take * gpr
+                need -= take
+                if need <= 0:
+                    break
+    return replicas, replicas * inputs.svc_gpr[:, None, None]

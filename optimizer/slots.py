@@ -1,0 +1,114 @@
+"""Job slots: a stable position for every job in the persistent model.
+
+Jobs arrive and finish every few steps; if the model's columns followed the job list, its shape
+would change and HiGHS would start cold each time. Instead each job keeps a slot for its life.
+Slots are grouped by class (allowed pools, team): every slot of a class has the same matrix
+coefficients but one (1/gang in the preemption bound), so a new job takes a free slot of its
+class and only bounds, costs and that coefficient change (an empty slot keeps its class's
+coefficients and has no work, so it can do nothing). The table
+is laid out again (and the model rebuilt) only when a class runs out of slots or most slots stay
+empty. Pure bookkeeping.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from optimizer.inputs import PlanInputs
+
+SlotClass = tuple[bytes, int]
+"""(allowed pools as bytes, team index)."""
+
+
+def slot_classes(inputs: PlanInputs) -> list[SlotClass]:
+    return [(inputs.job_allowed[j].tobytes(), int(inputs.job_team[j])) for j in range(inputs.n_jobs)]
+
+
+class SlotTable:
+    def __init__(self) -> None:
+        self.slot_of: dict[str, int] = {}
+        self.members: dict[SlotClass, list[int]] = {}
+        self.class_of_slot: list[SlotClass] = []
+        self.team_names: tuple[str, ...] = ()
+
+    @property
+    def capacity(self) -> int:
+        return len(self.class_of_slot)
+
+    def _layout(self, counts: dict[SlotClass, int]) -> None:
+        self.members, self.class_of_slot = {}, []
+        for cls in sorted(counts):
+            size = counts[cls] + max(4, math.ceil(2.0 * math.sqrt(counts[cls])))
+            start = len(self.class_of_slot)
+            self.members[cls] = list(range(start, start + size))
+            self.class_of_slot.extend([cls] * size)
+        self.slot_of = {}
+
+    def assign(
+        self, job_ids: tuple[str, ...], classes: list[SlotClass], team_names: tuple[str, ...]
+    ) -> np.ndarray:
+        """Slot of each job (in the given order); lays the table out again when needed."""
+        if team_names != self.team_names:  # team indices moved: classes are not comparable
+            self.team_names, self.class_of_slot, self.members, self.slot_of = team_names, [], {}, {}
+        live = dict(zip(job_ids, classes, strict=True))
+        for job_id in [
+            j for j in self.slot_of if j not in live or self.class_of_slot[self.slot_of[j]] != live[j]
+        ]:
+            del self.slot_of[job_id]
+        counts: dict[SlotClass, int] = {}
+        for cls in classes:
+            counts[cls] = counts.get(cls, 0) + 1
+        overflow = any(n > len(self.members.get(cls, ())) for cls, n in counts.items())
+        sparse = self.capacity > 64 and self.capacity > 3 * len(job_ids)
+        if overflow or sparse:
+            self._layout(counts)
+        taken = set(self.slot_of.values())
+        free = {cls: [s for s in slots if s not in taken] for cls, slots in self.members.items()}
+        for job_id, cls in zip(job_ids, classes, strict=True):
+            if job_id not in self.slot_of:
+                self.slot_of[job_id] = free[cls].pop(0)
+        return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
+
+
+def into_slots(inputs: PlanInputs, table: SlotTable) -> PlanInputs:
+    """The same inputs with job arrays laid out by slot. An empty slot carries its class's gang,
+    allowed pools and team (so the matrix stays the same) but no work, so it can do nothing."""
+    slots = table.assign(inputs.job_ids, slot_classes(inputs), inputs.team_names)
+    capacity = table.capacity
+    n_pools = inputs.n_pools
+    allowed = np.asarray(
+        [np.frombuffer(cls[0], dtype=bool) for cls in table.class_of_slot], dtype=bool
+    ).reshape(capacity, n_pools)
+    team = np.asarray([cls[1] for cls in table.class_of_slot], dtype=np.int64)
+
+    def spread(values: np.ndarray, fill: object) -> np.ndarray:
+        out = np.full((capacity, *values.shape[1:]), fill, dtype=values.dtype)
+        out[slots] = values
+        return out
+
+    ids = [""] * capacity
+    classes = [""] * capacity
+    for j, slot in enumerate(slots.tolist()):
+        ids[slot] = inputs.job_ids[j]
+        classes[slot] = inputs.job_priority_class[j]
+    active = np.zeros(capacity, dtype=bool)
+    active[slots] = True
+    return replace(
+        inputs,
+        job_ids=tuple(ids),
+        job_gang=spread(inputs.job_gang, 1.0),
+        job_weight=spread(inputs.job_weight, 0.0),
+        job_remaining_s=spread(inputs.job_remaining_s, 0.0),
+        job_allowed=allowed,
+        job_running_pool=spread(inputs.job_running_pool, -1),
+        job_preemptible=spread(inputs.job_preemptible, True),
+        job_lost_gpu_s=spread(inputs.job_lost_gpu_s, 0.0),
+        job_restart_s=spread(inputs.job_restart_s, 0.0),
+        job_deadline_step=spread(inputs.job_deadline_step, inputs.horizon_steps + 1),
+        job_team=team,
+        job_priority_class=tuple(classes),
+        job_active=active,
+    )

@@ -1,0 +1,155 @@
+"""Solving the horizon LP with HiGHS directly (highspy): the planner's hot path.
+
+A HighsSession keeps one Highs instance between decisions. When the model's structure (its
+matrix) is unchanged, only costs and bounds are updated and HiGHS starts from its last basis
+(a warm start); otherwise the model is passed again. Never raises on a solver problem: the
+outcome says what happened and the planner falls back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+from optimizer.formulation import ModelStructure
+from optimizer.parameters import Parameters
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    ok: bool
+    status: str
+    x: np.ndarray | None
+    objective: float
+    solver_ms: float
+    warm: bool
+    detail: str = ""
+
+
+def _to_highs_lp(structure: ModelStructure, params: Parameters) -> highspy.HighsLp:
+    matrix = structure.matrix
+    model = highspy.HighsLp()
+    model.num_col_ = structure.n_cols
+    model.num_row_ = structure.n_rows
+    model.col_cost_ = params.cost
+    model.col_lower_ = params.col_lower
+    model.col_upper_ = params.col_upper
+    model.row_lower_ = params.row_lower
+    model.row_upper_ = params.row_upper
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    model.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    model.a_matrix_.value_ = matrix.data
+    model.a_matrix_.num_col_ = structure.n_cols
+    model.a_matrix_.num_row_ = structure.n_rows
+    return model
+
+
+def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(new != old).astype(np.int32)
+
+
+class HighsSession:
+    """One persistent HiGHS model, updated in place while its structure holds."""
+
+    def __init__(self) -> None:
+        self._highs: highspy.Highs | None = None
+        self._key: str | None = None
+        self._params: Parameters | None = None
+        self.rebuilds = 0
+        self.updates = 0
+
+    def _fresh(self, time_limit_s: float) -> highspy.Highs:
+        highs = highspy.Highs()  # type: ignore[no-untyped-call]
+        highs.setOptionValue("output_flag", False)
+        highs.setOptionValue("threads", 1)
+        highs.setOptionValue("time_limit", float(time_limit_s))
+        return highs
+
+    def forget(self) -> None:
+        """Drop the live model (its structure is gone); the next load passes a fresh one."""
+        self._highs, self._key, self._params = None, None, None
+
+    def holds(self, key: str) -> bool:
+        """Whether the live model has this structure (so coefficient changes can be applied)."""
+        return self._highs is not None and self._key == key and self._params is not None
+
+    def load(
+        self,
+        structure: ModelStructure,
+        params: Parameters,
+        time_limit_s: float,
+        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> bool:
+        """Make the session's model equal to (structure, params); True when updated in place:
+        costs, bounds and ``coefficients`` (row, col, value: matrix entries of job slots taken
+        over by a job with another gang size)."""
+        old = self._params
+        if self._highs is not None and self._key == structure.key and old is not None:
+            highs = self._highs
+            if coefficients is not None:
+                for row, col, value in zip(*(c.tolist() for c in coefficients), strict=True):
+                    highs.changeCoeff(row, col, value)
+            idx = _changed(params.cost, old.cost)
+            if idx.size:
+                highs.changeColsCost(idx.size, idx, params.cost[idx])
+            idx = np.union1d(
+                _changed(params.col_lower, old.col_lower), _changed(params.col_upper, old.col_upper)
+            )
+            if idx.size:
+                idx = idx.astype(np.int32)
+                highs.changeColsBounds(idx.size, idx, params.col_lower[idx], params.col_upper[idx])
+            idx = np.union1d(
+                _changed(params.row_lower, old.row_lower), _changed(params.row_upper, old.row_upper)
+            )
+            if idx.size:
+                idx = idx.astype(np.int32)
+                highs.changeRowsBounds(  # type: ignore[attr-defined]
+                    idx.size, idx, params.row_lower[idx], params.row_upper[idx]
+                )
+            self._params = params
+            self.updates += 1
+            return True
+        highs = self._fresh(time_limit_s)
+        highs.passModel(_to_highs_lp(structure, params))
+        self._highs, self._key, self._params = highs, structure.key, params
+        self.rebuilds += 1
+        return False
+
+    def solve(
+        self,
+        structure: ModelStructure,
+        params: Parameters,
+        time_limit_s: float,
+        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> SolveOutcome:
+        try:
+            warm = self.load(structure, params, time_limit_s, coefficients)
+            assert self._highs is not None
+            highs = self._highs
+            # HiGHS's clock runs across calls on one instance: the limit is relative to it
+            highs.setOptionValue("time_limit", float(highs.getRunTime()) + float(time_limit_s))
+            t0 = time.perf_counter()
+            highs.run()
+            solver_ms = (time.perf_counter() - t0) * 1000.0
+            status = highs.getModelStatus()
+            name = highs.modelStatusToString(status)
+            if status == highspy.HighsModelStatus.kModelEmpty:
+                x = np.clip(np.zeros(structure.n_cols), params.col_lower, params.col_upper)
+                return SolveOutcome(True, name, x, float(params.cost @ x), solver_ms, warm)
+            if status != highspy.HighsModelStatus.kOptimal:
+                limits = (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kIterationLimit)
+                if status not in limits:
+                    # infeasible or broken: start the next decision from a fresh model
+                    self._highs, self._key, self._params = None, None, None
+                # on a time limit the model and its basis stay: the next decision continues from there
+                return SolveOutcome(False, name, None, float("nan"), solver_ms, warm, f"HiGHS: {name}")
+            x = np.asarray(highs.getSolution().col_value, dtype=float)
+            objective = float(highs.getInfo().objective_function_value)
+            return SolveOutcome(True, name, x, objective, solver_ms, warm)
+        except Exception as exc:
+            self._highs, self._key, self._params = None, None, None
+            return SolveOutcome(False, "error", None, float("nan"), 0.0, False, f"HiGHS error: {exc!r}")
