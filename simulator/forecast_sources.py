@@ -1,15 +1,13 @@
-"""ForecastSources the simulated loop can use: none, seasonal-naive, a plug-in model, the oracle.
+"""ForecastSources the simulated loop can use: none, seasonal-naive, any model function, the oracle.
 
 A policy sees the future only through these. ``OracleSource`` is the only one that reads the
 simulator's true demand (every quantile equals the truth): it gives the oracle policy its upper
-bound. ``ModelSource`` wraps any function with seasonal_naive's signature, so the forecaster's
-model plugs in (set EBBTIDE_BENCH_FORECASTER=module:function to use one in the benchmark).
+bound. ``ModelSource`` wraps any function with seasonal_naive's signature. The forecaster's own stateful
+source (forecaster.source.BankForecastSource) plugs in the same way.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
@@ -76,17 +74,3 @@ class OracleSource:
                 model="oracle",
             )
         return out
-
-
-def plugin_forecast_fn() -> ForecastFn | None:
-    """The forecaster named by EBBTIDE_BENCH_FORECASTER ('module:function'), if set."""
-    target = os.environ.get("EBBTIDE_BENCH_FORECASTER")
-    if not target:
-        return None
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        raise ValueError(f"EBBTIDE_BENCH_FORECASTER: expected 'module:function', got {target!r}")
-    fn = getattr(importlib.import_module(module_name), attr, None)
-    if not callable(fn):
-        raise ValueError(f"EBBTIDE_BENCH_FORECASTER: {target!r} is not a callable")
-    return fn  # type: ignore[no-any-return]

@@ -1,27 +1,22 @@
 """Which policies the benchmark runs: name -> factory of (Policy, ForecastSource) for one run.
 
-The three baselines are always here. If ``optimizer.planner`` exists and defines
-``PlannerPolicy`` (constructor ``PlannerPolicy(name: str = "ebbtide")``), two more appear:
-``ebbtide`` (forecasts from seasonal-naive, or the plug-in forecaster) and ``oracle`` (the true
-future demand). Another policy: ``register_policy(name, factory)``, or add it to
-``baseline_factories``. The registry maps names to constructors; nothing dispatches on a name.
+The three baselines, then the planner three ways: ``ebbtide`` (forecasts from the forecaster's
+ForecastBank, refit on its cadence), ``ebbtide-naive`` (the same planner on seasonal-naive
+forecasts, to show what the forecaster adds) and ``oracle`` (the same planner given the true future
+demand: the upper bound). Another policy: ``register_policy(name, factory)``. The registry maps
+names to constructors; nothing dispatches on a name.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from ebbtide.loop import ForecastSource
+from forecaster.source import BankForecastSource
+from optimizer.planner import PlannerPolicy
 from optimizer.policy import Policy
 from simulator.cluster import Simulator
-from simulator.forecast_sources import (
-    ModelSource,
-    NoForecastSource,
-    OracleSource,
-    SeasonalNaiveSource,
-    plugin_forecast_fn,
-)
+from simulator.forecast_sources import NoForecastSource, OracleSource, SeasonalNaiveSource
 from simulator.policies.fifo import FifoPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy
@@ -44,27 +39,14 @@ def baseline_factories() -> dict[str, PolicyFactory]:
     }
 
 
-def _forecast_source(sim: Simulator) -> ForecastSource:
-    fn = plugin_forecast_fn()
-    if fn is None:
-        return SeasonalNaiveSource(horizon_steps(sim))
-    return ModelSource(fn, horizon_steps(sim))
-
-
 def planner_factories() -> dict[str, PolicyFactory]:
-    """``ebbtide`` and ``oracle`` when optimizer.planner provides PlannerPolicy; else nothing."""
-    try:
-        module = importlib.import_module("optimizer.planner")
-    except ModuleNotFoundError as exc:
-        if exc.name == "optimizer.planner":
-            return {}
-        raise
-    planner = getattr(module, "PlannerPolicy", None)
-    if planner is None:
-        return {}
     return {
-        "ebbtide": lambda sim: (planner(name="ebbtide"), _forecast_source(sim)),
-        "oracle": lambda sim: (planner(name="oracle"), OracleSource(sim, horizon_steps(sim))),
+        "ebbtide": lambda sim: (PlannerPolicy(name="ebbtide"), BankForecastSource(horizon_s=86400)),
+        "ebbtide-naive": lambda sim: (
+            PlannerPolicy(name="ebbtide-naive"),
+            SeasonalNaiveSource(horizon_steps(sim)),
+        ),
+        "oracle": lambda sim: (PlannerPolicy(name="oracle"), OracleSource(sim, horizon_steps(sim))),
     }
 
 
