@@ -31,7 +31,7 @@ PosFloat = Annotated[float, Field(gt=0.0)]
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 class Event(BaseModel):

@@ -6,6 +6,7 @@ Produced by the forecaster, consumed by the optimizer. Curves are keyed ``p50``,
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from pydantic import Field, field_validator, model_validator
@@ -58,7 +59,7 @@ class DemandForecast(Event):
                     f"quantiles.{key}: length {len(curve)} differs from horizon_steps {self.horizon_steps}"
                 )
         ordered = sorted(self.quantiles, key=quantile_level)
-        for lower, upper in zip(ordered, ordered[1:], strict=False):
+        for lower, upper in itertools.pairwise(ordered):
             for step, (lo, hi) in enumerate(zip(self.quantiles[lower], self.quantiles[upper], strict=True)):
                 if lo > hi + 1e-9:
                     raise ValueError(

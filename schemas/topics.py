@@ -33,7 +33,7 @@ class Topic:
 
     def config(self) -> dict[str, str]:
         """Broker-side topic configuration."""
-        conf = {"cleanup.policy": self.cleanup_policy}
+        conf: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
         if self.retention_ms is not None:
             conf["retention.ms"] = str(self.retention_ms)
         return conf

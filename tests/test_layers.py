@@ -1,4 +1,5 @@
-"""The layer rules of ARCHITECTURE.md, enforced by import-linter (contracts in pyproject.toml)."""
+"""House rules that tools check: layers (import-linter, contracts in pyproject.toml), ruff, strict mypy
+on the pure parts, and a docstring at the top of every module."""
 
 from __future__ import annotations
 
@@ -19,9 +20,31 @@ def test_import_contracts_kept() -> None:
 
 def test_every_module_has_a_docstring() -> None:
     missing = []
-    for package in ("schemas", "streams", "forecaster", "optimizer", "actuators", "simulator", "ebbtide", "bench"):
+    packages = ("schemas", "streams", "forecaster", "optimizer", "actuators", "simulator", "ebbtide", "bench")
+    for package in packages:
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text().lstrip()
             if not text.startswith(('"""', "'''", 'r"""')):
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, f"modules without a docstring saying their place in the loop: {missing}"
+
+
+def _tool(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).with_name(name))
+
+
+def test_ruff_clean() -> None:
+    command = [_tool("ruff"), "check", "."]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pure_parts_type_check_strict() -> None:
+    result = subprocess.run(
+        [_tool("mypy"), "schemas", "forecaster", "optimizer"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
