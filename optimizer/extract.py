@@ -53,7 +53,7 @@ def round_relaxed(
         )
     whole, phys = round_services(inputs, replicas, gpus, reserved)
     free = services_free(inputs, phys)
-    job_pool, preempted = round_jobs(
+    job_pool, preempted, holds = round_jobs(
         inputs,
         free,
         share0,
@@ -62,7 +62,7 @@ def round_relaxed(
         config.max_preemptions_per_step,
         svc_gpus0=phys[:, :, 0].sum(axis=0) if inputs.n_services else None,
     )
-    return RoundedPlan(whole, phys, job_pool, share0, share, preempted)
+    return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds)
 
 
 def extract_plan(

@@ -75,7 +75,7 @@ def greedy_plan(
             chosen = np.flatnonzero(prefer_pool >= 0)
             share0[chosen, prefer_pool[chosen]] = 1.0
     share = np.ones((n_jobs, n_blocks))
-    job_pool, preempted = round_jobs(
+    job_pool, preempted, _ = round_jobs(
         inputs,
         free,
         share0,

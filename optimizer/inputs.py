@@ -18,6 +18,7 @@ import numpy as np
 from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
+from optimizer.nodes import NodeHolds
 from schemas import ClusterState, DemandForecast, JobStatus
 
 
@@ -100,6 +101,7 @@ class PlanInputs:
     team_quota: np.ndarray  # [teams] GPUs, inf when no quota
     max_weight: float
     job_active: np.ndarray | None = None  # [J] False for an empty job slot (None: every job is real)
+    held_nodes: NodeHolds | None = None  # nodes held for blocked gangs at the last decision
 
     def active_jobs(self) -> np.ndarray:
         """Indices of real jobs (empty slots of a persistent model are left out)."""
@@ -144,6 +146,7 @@ def _demand_curve(
     steps: int,
     step_s: int,
     now: datetime,
+    band_factor: float = 1.0,
 ) -> tuple[np.ndarray, str]:
     service = state.services[service_index]
     if forecast is None:
@@ -157,6 +160,12 @@ def _demand_curve(
         )
     key = quantile if quantile in forecast.quantiles else "p90"
     curve = np.asarray(forecast.curve(key), dtype=float)
+    label = f"{forecast.model} {key}"
+    if band_factor != 1.0:
+        # the band scaled by how the source's recent forecasts missed (optimizer/calibration.py)
+        median = np.asarray(forecast.curve("p50"), dtype=float)
+        curve = median + band_factor * (curve - median)
+        label += f" (band x{band_factor:.2f} from recent misses)"
     if forecast.step_s != step_s:
         # Resample to the plan's step: the highest value of the forecast steps each plan step spans.
         times = np.arange(steps) * step_s
@@ -166,7 +175,7 @@ def _demand_curve(
     if curve.size < steps:
         pad = curve[-1] if curve.size else 0.0
         curve = np.concatenate([curve, np.full(steps - curve.size, pad)])
-    return np.maximum(curve[:steps], 0.0), f"{forecast.model} {key}"
+    return np.maximum(curve[:steps], 0.0), label
 
 
 def build_inputs(
@@ -175,7 +184,9 @@ def build_inputs(
     now: datetime,
     config: PlannerConfig,
     curve: InterferenceCurve = DEFAULT_CURVE,
+    band_factors: Mapping[str, float] | None = None,
 ) -> PlanInputs:
+    """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent)."""
     steps, step_s = config.horizon_steps, config.step_s
     blocks = make_blocks(config, steps, step_s)
     pools = state.pools
@@ -220,8 +231,9 @@ def build_inputs(
         for pool_name, count in service.replicas.items():
             if pool_name in pool_index:
                 svc_now[s, pool_index[pool_name]] = count
+        factor = band_factors.get(spec.service, 1.0) if band_factors else 1.0
         demand[s], model = _demand_curve(
-            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now
+            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now, factor
         )
         if service.demand_history and config.nowcast_steps:
             # Persistence floor: the next steps need at least what is busy now (forecast misses).

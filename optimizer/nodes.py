@@ -8,6 +8,8 @@ detail only pool totals are checked. Pure.
 
 from __future__ import annotations
 
+import math
+
 
 def place_gang(free: list[int], gang: int, gpus_per_node: int) -> dict[int, int] | None:
     """Best-fit placement of a gang on per-node free counts; None if it does not fit."""
@@ -43,36 +45,80 @@ def reserve_packed(free: list[int], gpus: int) -> list[int]:
     return left
 
 
+NodeHolds = dict[str, tuple[int, tuple[int, ...]]]
+"""Nodes held for blocked gangs: job id -> (pool index, node indices), kept between decisions."""
+
+
 class NodeBook:
-    """Free GPUs per node for each pool in step 0 (None where the state gives no node detail)."""
+    """Free GPUs per node for each pool in step 0 (None where the state gives no node detail).
+
+    Nodes may be held for a gang that does not fit yet (``hold``, as Slurm reserves nodes for the
+    top job): work of a lower weight then stays off them, so they drain as their jobs end.
+    """
 
     def __init__(self, free_by_node: list[list[int] | None], gpus_per_node: list[int]) -> None:
         self.free = [None if nodes is None else list(nodes) for nodes in free_by_node]
         self.per_node = gpus_per_node
+        self.held: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> weight it is held for
 
-    def release(self, pool: int, gpus: float) -> None:
-        """A preempted gang's GPUs: which nodes is unknown, so count them as their own nodes."""
+    def release(self, pool: int, gpus: float) -> list[int]:
+        """A preempted gang's GPUs: which nodes is unknown, so count them as their own nodes.
+        Returns the indices of those nodes (empty without node detail)."""
         gpus = int(gpus)
         nodes = self.free[pool]
-        if nodes is not None:
-            whole, rest = divmod(gpus, self.per_node[pool])
-            nodes.extend([self.per_node[pool]] * whole + ([rest] if rest else []))
+        if nodes is None:
+            return []
+        whole, rest = divmod(gpus, self.per_node[pool])
+        first = len(nodes)
+        nodes.extend([self.per_node[pool]] * whole + ([rest] if rest else []))
+        return list(range(first, len(nodes)))
 
     def reserve_inference(self, pool: int, gpus: int) -> None:
         nodes = self.free[pool]
         if nodes is not None and gpus > 0:
             self.free[pool] = reserve_packed(nodes, gpus)
 
-    def fits(self, pool: int, gang: float) -> bool:
-        nodes = self.free[pool]
-        return nodes is None or place_gang(nodes, int(gang), self.per_node[pool]) is not None
-
-    def take(self, pool: int, gang: float) -> None:
-        gang = int(gang)
+    def hold(
+        self, pool: int, gang: float, weight: float, prefer: tuple[int, ...] = (), real_nodes: int = 0
+    ) -> tuple[int, ...]:
+        """Hold enough nodes for ``gang`` against work of a lower ``weight``: the ``prefer``red
+        ones (those held for it last time, among the first ``real_nodes``) while still free of
+        other holds, else the emptiest. Returns the nodes held (empty without node detail)."""
         nodes = self.free[pool]
         if nodes is None:
-            return
-        placement = place_gang(nodes, gang, self.per_node[pool])
-        if placement is not None:
-            for node, used in placement.items():
-                nodes[node] -= used
+            return ()
+        held = self.held[pool]
+        count = max(-(-int(gang) // self.per_node[pool]), 1)
+        kept = [i for i in prefer if i < min(real_nodes, len(nodes)) and i not in held][:count]
+        emptiest = sorted(
+            (i for i in range(len(nodes)) if i not in held and i not in kept), key=lambda i: (-nodes[i], i)
+        )
+        chosen = kept + emptiest[: count - len(kept)]
+        for i in chosen:
+            held[i] = weight
+        return tuple(chosen)
+
+    def _open(self, pool: int, weight: float) -> list[int] | None:
+        """Free GPUs per node that work of ``weight`` may use (held nodes of a higher weight: 0)."""
+        nodes = self.free[pool]
+        held = self.held[pool]
+        if nodes is None or not held:
+            return nodes
+        return [0 if held.get(i, -math.inf) > weight else f for i, f in enumerate(nodes)]
+
+    def fits(self, pool: int, gang: float, weight: float = math.inf) -> bool:
+        nodes = self._open(pool, weight)
+        return nodes is None or place_gang(nodes, int(gang), self.per_node[pool]) is not None
+
+    def take(self, pool: int, gang: float, weight: float = math.inf) -> dict[int, int]:
+        """Place a gang (best fit); returns its GPUs per node (empty without node detail)."""
+        nodes = self.free[pool]
+        view = self._open(pool, weight)
+        if nodes is None or view is None:
+            return {}
+        placement = place_gang(view, int(gang), self.per_node[pool])
+        if placement is None:
+            return {}
+        for node, used in placement.items():
+            nodes[node] -= used
+        return placement

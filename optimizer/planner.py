@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
+from optimizer.calibration import BandCalibrator
 from optimizer.config import PlannerConfig
 from optimizer.extract import extract_plan, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.formulation import ModelStructure, build_structure, gang_changes, slots_match, structure_key
 from optimizer.inputs import PlanInputs, build_inputs
+from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
 from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan
 from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
@@ -60,6 +63,8 @@ class PlannerPolicy:
         self._slots = SlotTable()
         self._last_plan: HorizonPlan | None = None
         self._parts = PartCache()
+        self._calibrator = BandCalibrator()
+        self._holds: NodeHolds = {}
         self.last_solver_ms = 0.0
 
     def session_stats(self) -> dict[str, int]:
@@ -72,7 +77,8 @@ class PlannerPolicy:
         plan_id = plan_id_for(state.cluster, self.name, digest)
         inputs: PlanInputs | None = None
         try:
-            inputs = build_inputs(state, forecasts, now, self.config)
+            factors = self._calibrator.factors(state, forecasts, now)
+            inputs = build_inputs(state, forecasts, now, self.config, band_factors=factors)
             rounded, solver, objective, inputs = self._optimise(inputs)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
@@ -123,6 +129,7 @@ class PlannerPolicy:
     ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
         """Solve and round; also returns the inputs the plan is indexed by (job slots)."""
         config = self.config
+        inputs = replace(inputs, held_nodes=self._holds)
         if config.backend == "pyomo":
             from optimizer.pyomo_model import solve_with_pyomo
 
@@ -135,6 +142,7 @@ class PlannerPolicy:
                     inputs,
                 )
             rounded = round_relaxed(inputs, config, *result.relaxed)
+            self._holds = rounded.holds
             info = SolverInfo(solver="pyomo-highs", status=result.status, time_ms=result.solver_ms)
             return rounded, info, {"objective": result.objective}, inputs
         inputs = into_slots(inputs, self._slots)
@@ -160,6 +168,7 @@ class PlannerPolicy:
         if not outcome.ok or outcome.x is None:
             return None, _failed("highs", outcome.status, outcome.solver_ms, outcome.detail), {}, inputs
         rounded = extract_plan(structure, inputs, config, outcome.x)
+        self._holds = rounded.holds
         info = SolverInfo(solver="highs", status=outcome.status, time_ms=outcome.solver_ms)
         return rounded, info, objective_terms(structure, params, outcome.x), inputs
 

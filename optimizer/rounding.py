@@ -9,11 +9,12 @@ quotas, remaining work, non-preemptible jobs and the preemption bound. Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from optimizer.inputs import PlanInputs
+from optimizer.nodes import NodeHolds
 from optimizer.step0 import round_step0
 
 EPS = 1e-6
@@ -27,6 +28,7 @@ class RoundedPlan:
     job_share0: np.ndarray  # [J, P] relaxed share of the gang in step 0 (reasons)
     job_share: np.ndarray  # [J, B] relaxed share of the gang per block (reasons)
     preempted: np.ndarray  # [J] bool: running now, not running in step 0
+    holds: NodeHolds = field(default_factory=dict)  # nodes held for blocked gangs (next decision)
 
 
 def round_services(
@@ -69,7 +71,7 @@ def round_jobs(
     threshold: float,
     max_preemptions: int,
     svc_gpus0: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
     """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
     ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
 
@@ -89,7 +91,7 @@ def round_jobs(
 
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
-    job_pool[:, 0], remaining = round_step0(
+    job_pool[:, 0], remaining, holds = round_step0(
         inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions
     )
     preempted = running & (job_pool[:, 0] < 0)
@@ -130,7 +132,7 @@ def round_jobs(
             team_used_list[t] += g
             placed_pool[j] = p
             remaining_list[j] -= g * dur
-    return job_pool, preempted
+    return job_pool, preempted, holds
 
 
 def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:

@@ -52,6 +52,15 @@ def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new != old).astype(np.int32)
 
 
+def quiet_highs() -> highspy.Highs:
+    """A HiGHS instance that never prints. ``highspy.Highs()`` calls into HiGHS (to enable its
+    callbacks) before an option can be set, and that first call prints the version banner on
+    stdout; the core class under it takes ``output_flag`` first. The planner uses no callbacks."""
+    highs = highspy._Highs()  # type: ignore[attr-defined]
+    highs.setOptionValue("output_flag", False)
+    return highs  # type: ignore[no-any-return]
+
+
 class HighsSession:
     """One persistent HiGHS model, updated in place while its structure holds."""
 
@@ -63,8 +72,7 @@ class HighsSession:
         self.updates = 0
 
     def _fresh(self, time_limit_s: float) -> highspy.Highs:
-        highs = highspy.Highs()  # type: ignore[no-untyped-call]
-        highs.setOptionValue("output_flag", False)
+        highs = quiet_highs()
         highs.setOptionValue("threads", 1)
         highs.setOptionValue("time_limit", float(time_limit_s))
         return highs

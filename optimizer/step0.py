@@ -4,19 +4,46 @@ Running jobs the relaxed plan keeps (share of their gang at least the threshold)
 non-preemptible ones always stay; the preemption bound is honoured by keeping the jobs the plan
 least wants out. Waiting jobs start in the order of their relaxed share, then idle GPUs are
 backfilled by weight. Every start is checked against the pool's free GPUs, its team's quota and,
-where the state reports them, its nodes (optimizer/nodes.py). Pure.
+where the state reports them, its nodes (optimizer/nodes.py).
+
+A preemption must make room for something: the relaxed plan knows pools, not nodes, so it may
+stop small jobs for a gang that then does not fit on any node. Step 0 is therefore placed twice:
+first backfilling only work of a higher weight than the stopped jobs', to see what really uses
+the GPUs the preemptions free: preemptions whose GPUs neither the plan's starts, nor inference,
+nor higher-weight work use are withdrawn (the job keeps running), and only then is step 0 placed
+again with full backfill. Swapping a stopped job for work of the same weight would only lose the
+stopped job's work since its checkpoint. A gang the plan starts that fits no node holds the
+emptiest nodes of its pool against lower-weight backfill, so they drain for it; the same nodes
+are held again at the next decisions (the planner hands the holds back in
+``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Pure.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from optimizer.inputs import PlanInputs
-from optimizer.nodes import NodeBook
+from optimizer.nodes import NodeBook, NodeHolds
 
 EPS = 1e-6
+
+
+@dataclass
+class _Placement:
+    pool0: np.ndarray  # [J] pool in step 0, -1 when not running
+    remaining: np.ndarray  # [J] GPU-seconds left after step 0
+    cap: list[float]  # per pool: GPUs left
+    used: list[float]  # per team: GPUs used
+    nodes: NodeBook
+    released: dict[int, list[int]]  # stopped running job -> the nodes its GPUs were counted on
+    top_weight: dict[tuple[int, int], float]  # (pool, node) -> top weight started there (inf: the plan's)
+    holds: NodeHolds  # nodes held for the plan's starts that fit no node
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+        return self.pool0, self.remaining, self.holds
 
 
 def round_step0(
@@ -27,13 +54,12 @@ def round_step0(
     share: np.ndarray,
     threshold: float,
     max_preemptions: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J])."""
+) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+    """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
+    held for blocked gangs, to hold again next time: a hold that moved each decision would
+    never let a node drain)."""
     n_jobs = inputs.n_jobs
-    gang = inputs.job_gang
     run_pool = inputs.job_running_pool
-    pool0 = np.full(n_jobs, -1, dtype=np.int64)
-    remaining = inputs.job_remaining_s.copy()
     running = run_pool >= 0
     run_share = np.where(running, share0[np.arange(n_jobs), np.maximum(run_pool, 0)], 0.0)
     pinned = running & ~inputs.job_preemptible
@@ -42,12 +68,72 @@ def round_step0(
     keep = running & ((run_share >= threshold) | pinned)
     keep[by_share[: max(wants_out.size - max_preemptions, 0)]] = True
 
+    stopped = running & ~keep
+    if not stopped.any():
+        return _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share).result()
+    above = float(inputs.job_weight[stopped].min())
+    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, backfill_above=above)
+    keep = _withdraw_idle_preemptions(inputs, keep, run_share, placed)
+    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share)
+    return placed.result()
+
+
+def _withdraw_idle_preemptions(
+    inputs: PlanInputs, keep: np.ndarray, run_share: np.ndarray, placed: _Placement
+) -> np.ndarray:
+    """Keep running every stopped job whose GPUs the first placement left to nothing more
+    valuable (pool, team and nodes): the jobs the plan least wants out first, then those that
+    would lose the most."""
+    run_pool = inputs.job_running_pool
+    stopped = np.flatnonzero((run_pool >= 0) & ~keep)
+    loss = inputs.job_weight * inputs.job_lost_gpu_s
+    order = stopped[np.lexsort((stopped, -loss[stopped], -run_share[stopped]))]
+    keep = keep.copy()
+    cap, used = list(placed.cap), list(placed.used)
+    quota = inputs.team_quota.tolist()
+    for j in order.tolist():
+        p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
+        if (
+            cap[p] + EPS >= g
+            and used[t] + g <= quota[t] + EPS
+            and all(
+                placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
+                for node in placed.released.get(j, [])
+            )
+        ):
+            keep[j] = True
+            cap[p] -= g
+            used[t] += g
+    return keep
+
+
+def _place(
+    inputs: PlanInputs,
+    keep: np.ndarray,
+    run_share: np.ndarray,
+    pinned: np.ndarray,
+    free0: np.ndarray,
+    svc_gpus0: np.ndarray,
+    share0: np.ndarray,
+    share: np.ndarray,
+    *,
+    backfill_above: float = -math.inf,
+) -> _Placement:
+    """Step 0 placement; backfill starts only jobs weighing more than ``backfill_above``."""
+    n_jobs = inputs.n_jobs
+    gang = inputs.job_gang
+    run_pool = inputs.job_running_pool
+    running = run_pool >= 0
+    pool0 = np.full(n_jobs, -1, dtype=np.int64)
+    remaining = inputs.job_remaining_s.copy()
     cap = free0.tolist()
     used = [0.0] * inputs.team_quota.size
     quota = inputs.team_quota.tolist()
     dur0 = float(inputs.blocks.dur_s[0])
     team = inputs.job_team.tolist()
     gangs = gang.tolist()
+    weights = inputs.job_weight.tolist()
+    top_weight: dict[tuple[int, int], float] = {}
 
     def place(j: int, p: int) -> None:
         cap[p] -= gangs[j]
@@ -63,11 +149,14 @@ def round_step0(
         if pinned[j] or (cap[p] + EPS >= gangs[j] and used[team[j]] + gangs[j] <= quota[team[j]] + EPS):
             place(j, p)
 
+    # Inference is packed on the nodes first; a stopped gang's GPUs then count as nodes of their
+    # own, so whether a start used them is known (pool totals still bound inference plus jobs).
     nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
-    for j in np.flatnonzero(running & (pool0 < 0)).tolist():
-        nodes.release(int(run_pool[j]), gangs[j])
     for p in range(inputs.n_pools):
         nodes.reserve_inference(p, math.ceil(float(svc_gpus0[p]) - EPS))
+    released = {
+        j: nodes.release(int(run_pool[j]), gangs[j]) for j in np.flatnonzero(running & (pool0 < 0)).tolist()
+    }
 
     # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
     # the last choice for starting it: the window would stop it and its work since checkpoint.
@@ -76,13 +165,16 @@ def round_step0(
     dip_step = np.where(dips.any(axis=1), dips.argmax(axis=1), avail.shape[1]).tolist()
     run_steps = np.ceil(inputs.job_remaining_s / np.maximum(gang, 1.0) / inputs.step_s).tolist()
 
-    def try_start(j: int, pools: list[int]) -> bool:
+    def try_start(j: int, pools: list[int], rank: float) -> bool:
+        """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes."""
         if used[team[j]] + gangs[j] > quota[team[j]] + EPS:
             return False
         pools = sorted(pools, key=lambda p: dip_step[p] < run_steps[j])  # stable: keeps the order
         for p in pools:
-            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j]):
-                nodes.take(p, gangs[j])
+            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank):
+                for node in nodes.take(p, gangs[j], rank):
+                    key = (p, node)
+                    top_weight[key] = max(top_weight.get(key, -math.inf), rank)
                 place(j, p)
                 return True
         return False
@@ -92,18 +184,28 @@ def round_step0(
     best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
     chosen = waiting[best > EPS]
     chosen = chosen[np.lexsort((chosen, -inputs.job_weight[chosen], -best[best > EPS]))]
+    held_before = inputs.held_nodes or {}
+    holds: NodeHolds = {}
     for j in chosen.tolist():
         row = share0[j]
         # the plan's pools first, then any other allowed pool (try_start moves dipping ones last)
         order = np.argsort(-row, kind="stable").tolist()
-        try_start(j, [p for p in order if row[p] > EPS or inputs.job_allowed[j, p]])
+        pools = [p for p in order if row[p] > EPS or inputs.job_allowed[j, p]]
+        # the plan's own starts outrank any stop; one that fits no node holds the emptiest nodes
+        # of its pool against lower-weight backfill (a reservation per blocked gang)
+        if not try_start(j, pools, math.inf) and pools:
+            p = pools[0]
+            before = held_before.get(inputs.job_ids[j])
+            prefer = before[1] if before is not None and before[0] == p else ()
+            real = len(inputs.pool_free_nodes[p] or ())
+            holds[inputs.job_ids[j]] = (p, nodes.hold(p, gangs[j], weights[j], prefer, real))
 
     # Backfill what rounding left idle: highest weight first, then the jobs the plan wants soonest;
     # best fit (the fullest pool that still takes the gang).
     if max(cap, default=0.0) >= 1.0:
-        idle = np.flatnonzero(~running & (pool0 < 0) & (remaining > 0))
+        idle = np.flatnonzero(~running & (pool0 < 0) & (remaining > 0) & (inputs.job_weight > backfill_above))
         soon = share[idle].sum(axis=1) if share.shape[1] else np.zeros(idle.size)
         for j in idle[np.lexsort((idle, -soon, -inputs.job_weight[idle]))].tolist():
             pools = sorted(np.flatnonzero(inputs.job_allowed[j]).tolist(), key=lambda p: (cap[p], p))
-            try_start(j, pools)
-    return pool0, remaining
+            try_start(j, pools, weights[j])
+    return _Placement(pool0, remaining, cap, used, nodes, released, top_weight, holds)
