@@ -83,6 +83,7 @@ def greedy_plan(
         threshold=0.5,
         max_preemptions=config.max_preemptions_per_step,
         svc_gpus0=gpus[:, :, 0].sum(axis=0) if inputs.n_services else None,
+        preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
     )
     return RoundedPlan(replicas.astype(np.int64), gpus, job_pool, share0, share, preempted)
 

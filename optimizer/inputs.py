@@ -9,8 +9,8 @@ a forecast get a seasonal-naive one from their own history. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -19,7 +19,7 @@ from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
 from optimizer.nodes import NodeHolds
-from schemas import ClusterState, DemandForecast, JobStatus
+from schemas import ClusterState, DemandForecast, JobState, JobStatus, PoolState
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ class PlanInputs:
     max_weight: float
     job_active: np.ndarray | None = None  # [J] False for an empty job slot (None: every job is real)
     held_nodes: NodeHolds | None = None  # nodes held for blocked gangs at the last decision
+    job_nodes: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Running job id -> GPUs it holds per node (indices into pool_free_nodes); absent: unknown."""
 
     def active_jobs(self) -> np.ndarray:
         """Indices of real jobs (empty slots of a persistent model are left out)."""
@@ -317,4 +319,19 @@ def build_inputs(
         team_names=tuple(teams),
         team_quota=quota,
         max_weight=float(weights.max()) if n_jobs else 1.0,
+        job_nodes=running_job_nodes(pools, jobs),
     )
+
+
+def running_job_nodes(pools: Sequence[PoolState], jobs: Sequence[JobState]) -> dict[str, dict[int, int]]:
+    """Where each running job sits: job id -> node index (in its pool's free_gpus_by_node) -> GPUs.
+    Jobs on a node the pool does not name (or in a pool without node names) are left out."""
+    index = {p.name: {n: i for i, n in enumerate(p.node_names)} for p in pools if p.node_names}
+    placed: dict[str, dict[int, int]] = {}
+    for job in jobs:
+        names = index.get(job.pool or "")
+        if job.status != JobStatus.RUNNING or not job.nodes or names is None:
+            continue
+        if all(n in names for n in job.nodes):
+            placed[job.spec.job_id] = {names[n]: g for n, g in job.nodes.items()}
+    return placed

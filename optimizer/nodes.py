@@ -53,72 +53,127 @@ class NodeBook:
     """Free GPUs per node for each pool in step 0 (None where the state gives no node detail).
 
     Nodes may be held for a gang that does not fit yet (``hold``, as Slurm reserves nodes for the
-    top job): work of a lower weight then stays off them, so they drain as their jobs end.
+    top job): work of a lower weight then stays off them, so they drain as their jobs end, unless
+    it would end before they drain (EASY backfill): where the state says which nodes hold which
+    running jobs (``note_running``), a hold knows when its nodes drain (its shadow time), and work
+    that ends by then may use them without delaying the gang.
     """
 
     def __init__(self, free_by_node: list[list[int] | None], gpus_per_node: list[int]) -> None:
         self.free = [None if nodes is None else list(nodes) for nodes in free_by_node]
         self.per_node = gpus_per_node
         self.held: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> weight it is held for
+        self.shadow_s: list[dict[int, float]] = [{} for _ in free_by_node]  # held node -> drain time
+        self.drain_s: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> its jobs' last end
+        self.unknown: list[bool] = [False] * len(free_by_node)  # a running job on unknown nodes
+        self.inference_gpus = [0] * len(free_by_node)  # GPUs reserved for inference, per pool
+        self.job_free = [None if nodes is None else list(nodes) for nodes in free_by_node]  # no inference
 
-    def release(self, pool: int, gpus: float) -> list[int]:
-        """A preempted gang's GPUs: which nodes is unknown, so count them as their own nodes.
-        Returns the indices of those nodes (empty without node detail)."""
+    def note_running(self, pool: int, on_nodes: dict[int, int] | None, run_s: float) -> None:
+        """A job that keeps running ``run_s`` more seconds on ``on_nodes`` (None: nodes unknown)."""
+        nodes = self.free[pool]
+        if nodes is None:
+            return
+        if not on_nodes or any(i >= len(nodes) for i in on_nodes):
+            self.unknown[pool] = True
+            return
+        drain = self.drain_s[pool]
+        for i in on_nodes:
+            drain[i] = max(drain.get(i, 0.0), run_s)
+
+    def release(self, pool: int, gpus: float, on_nodes: dict[int, int] | None = None) -> list[int]:
+        """A preempted gang's GPUs back on the nodes it held (``on_nodes``); where those are
+        unknown, counted as nodes of their own. Returns the nodes (empty without node detail)."""
         gpus = int(gpus)
         nodes = self.free[pool]
         if nodes is None:
             return []
+        if on_nodes and all(i < len(nodes) for i in on_nodes) and sum(on_nodes.values()) == gpus:
+            job_free = self.job_free[pool]
+            assert job_free is not None
+            for i, g in on_nodes.items():
+                nodes[i] = min(nodes[i] + g, self.per_node[pool])
+                job_free[i] = min(job_free[i] + g, self.per_node[pool])
+            return sorted(on_nodes)
         whole, rest = divmod(gpus, self.per_node[pool])
         first = len(nodes)
-        nodes.extend([self.per_node[pool]] * whole + ([rest] if rest else []))
+        extra = [self.per_node[pool]] * whole + ([rest] if rest else [])
+        nodes.extend(extra)
+        (self.job_free[pool] or []).extend(extra)
         return list(range(first, len(nodes)))
 
     def reserve_inference(self, pool: int, gpus: int) -> None:
         nodes = self.free[pool]
         if nodes is not None and gpus > 0:
             self.free[pool] = reserve_packed(nodes, gpus)
+            self.inference_gpus[pool] += gpus
+
+    def without_inference(self, pool: int) -> list[int]:
+        """Free GPUs per node counting only batch jobs (inference moves: it is packed anew)."""
+        return list(self.job_free[pool] or [])
+
+    def repack(self, pool: int, job_free: list[int]) -> None:
+        """Set the batch-only free GPUs per node, then pack inference on them again."""
+        self.job_free[pool] = list(job_free)
+        self.free[pool] = reserve_packed(job_free, self.inference_gpus[pool])
 
     def hold(
         self, pool: int, gang: float, weight: float, prefer: tuple[int, ...] = (), real_nodes: int = 0
     ) -> tuple[int, ...]:
         """Hold enough nodes for ``gang`` against work of a lower ``weight``: the ``prefer``red
         ones (those held for it last time, among the first ``real_nodes``) while still free of
-        other holds, else the emptiest. Returns the nodes held (empty without node detail)."""
+        other holds, else those that drain first (where known), then the emptiest. Returns the
+        nodes held (empty without node detail)."""
         nodes = self.free[pool]
         if nodes is None:
             return ()
         held = self.held[pool]
+        drain = {} if self.unknown[pool] else self.drain_s[pool]
         count = max(-(-int(gang) // self.per_node[pool]), 1)
         kept = [i for i in prefer if i < min(real_nodes, len(nodes)) and i not in held][:count]
-        emptiest = sorted(
-            (i for i in range(len(nodes)) if i not in held and i not in kept), key=lambda i: (-nodes[i], i)
+        others = sorted(
+            (i for i in range(len(nodes)) if i not in held and i not in kept),
+            key=lambda i: (drain.get(i, 0.0), -nodes[i], i),
         )
-        chosen = kept + emptiest[: count - len(kept)]
+        chosen = kept + others[: count - len(kept)]
+        # EASY backfill needs every job on the pool's nodes placed; else the hold is strict
+        shadow = 0.0 if self.unknown[pool] else max((drain.get(i, 0.0) for i in chosen), default=0.0)
         for i in chosen:
             held[i] = weight
+            self.shadow_s[pool][i] = shadow
         return tuple(chosen)
 
-    def _open(self, pool: int, weight: float) -> list[int] | None:
-        """Free GPUs per node that work of ``weight`` may use (held nodes of a higher weight: 0)."""
+    def _open(self, pool: int, weight: float, run_s: float = math.inf) -> list[int] | None:
+        """Free GPUs per node that work of ``weight`` running ``run_s`` seconds may use: nodes
+        held for a higher weight only when it ends before they drain."""
         nodes = self.free[pool]
         held = self.held[pool]
         if nodes is None or not held:
             return nodes
-        return [0 if held.get(i, -math.inf) > weight else f for i, f in enumerate(nodes)]
+        shadow = self.shadow_s[pool]
+        return [
+            0 if held.get(i, -math.inf) > weight and run_s > shadow.get(i, 0.0) else f
+            for i, f in enumerate(nodes)
+        ]
 
-    def fits(self, pool: int, gang: float, weight: float = math.inf) -> bool:
-        nodes = self._open(pool, weight)
+    def fits(self, pool: int, gang: float, weight: float = math.inf, run_s: float = math.inf) -> bool:
+        nodes = self._open(pool, weight, run_s)
         return nodes is None or place_gang(nodes, int(gang), self.per_node[pool]) is not None
 
-    def take(self, pool: int, gang: float, weight: float = math.inf) -> dict[int, int]:
+    def take(
+        self, pool: int, gang: float, weight: float = math.inf, run_s: float = math.inf
+    ) -> dict[int, int]:
         """Place a gang (best fit); returns its GPUs per node (empty without node detail)."""
         nodes = self.free[pool]
-        view = self._open(pool, weight)
+        view = self._open(pool, weight, run_s)
         if nodes is None or view is None:
             return {}
         placement = place_gang(view, int(gang), self.per_node[pool])
         if placement is None:
             return {}
+        job_free = self.job_free[pool]
+        assert job_free is not None
         for node, used in placement.items():
             nodes[node] -= used
+            job_free[node] -= used
         return placement

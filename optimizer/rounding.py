@@ -71,6 +71,7 @@ def round_jobs(
     threshold: float,
     max_preemptions: int,
     svc_gpus0: np.ndarray | None = None,
+    preemption_penalty_gpu_s: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
     """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
     ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
@@ -92,7 +93,7 @@ def round_jobs(
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
     job_pool[:, 0], remaining, holds = round_step0(
-        inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions
+        inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions, preemption_penalty_gpu_s
     )
     preempted = running & (job_pool[:, 0] < 0)
 

@@ -12,10 +12,15 @@ first backfilling only work of a higher weight than the stopped jobs', to see wh
 the GPUs the preemptions free: preemptions whose GPUs neither the plan's starts, nor inference,
 nor higher-weight work use are withdrawn (the job keeps running), and only then is step 0 placed
 again with full backfill. Swapping a stopped job for work of the same weight would only lose the
-stopped job's work since its checkpoint. A gang the plan starts that fits no node holds the
-emptiest nodes of its pool against lower-weight backfill, so they drain for it; the same nodes
-are held again at the next decisions (the planner hands the holds back in
-``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Pure.
+stopped job's work since its checkpoint. Where the state says which nodes hold which running
+jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
+starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
+jobs of a lower weight, or of any weight without a deadline, each costing its weight times the work
+it would lose; worth it only below the gang's weighted wait for the nodes to drain). Failing that it
+holds the nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so
+they drain for it; the same nodes are held again at the next decisions (the planner hands the holds
+back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work
+that ends before the held nodes drain may still use them (EASY backfill). Pure.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.inputs import PlanInputs
+from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds
 
 EPS = 1e-6
@@ -54,6 +60,7 @@ def round_step0(
     share: np.ndarray,
     threshold: float,
     max_preemptions: int,
+    preemption_penalty_gpu_s: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
     """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
     held for blocked gangs, to hold again next time: a hold that moved each decision would
@@ -69,12 +76,29 @@ def round_step0(
     keep[by_share[: max(wants_out.size - max_preemptions, 0)]] = True
 
     stopped = running & ~keep
+    budget = max(max_preemptions - int(stopped.sum()), 0)
+    penalty = preemption_penalty_gpu_s
     if not stopped.any():
-        return _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share).result()
+        return _place(
+            inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty
+        ).result()
     above = float(inputs.job_weight[stopped].min())
-    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, backfill_above=above)
+    placed = _place(
+        inputs,
+        keep,
+        run_share,
+        pinned,
+        free0,
+        svc_gpus0,
+        share0,
+        share,
+        budget,
+        penalty,
+        backfill_above=above,
+    )
     keep = _withdraw_idle_preemptions(inputs, keep, run_share, placed)
-    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share)
+    budget = max(max_preemptions - int((running & ~keep).sum()), 0)
+    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty)
     return placed.result()
 
 
@@ -116,10 +140,14 @@ def _place(
     svc_gpus0: np.ndarray,
     share0: np.ndarray,
     share: np.ndarray,
+    clear_budget: int,
+    penalty_gpu_s: float,
     *,
     backfill_above: float = -math.inf,
 ) -> _Placement:
-    """Step 0 placement; backfill starts only jobs weighing more than ``backfill_above``."""
+    """Step 0 placement; backfill starts only jobs weighing more than ``backfill_above``; up to
+    ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
+    costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
     n_jobs = inputs.n_jobs
     gang = inputs.job_gang
     run_pool = inputs.job_running_pool
@@ -141,22 +169,28 @@ def _place(
         pool0[j] = p
         remaining[j] -= gangs[j] * dur0
 
-    # Running jobs: pinned first, then those the plan keeps, by share.
+    # Running jobs: pinned first, then those the plan keeps, by share; the book notes which
+    # nodes they keep busy and until when (by their estimates), where the state says.
+    nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
+    job_nodes = inputs.job_nodes
+    wall_s = (inputs.job_remaining_s / np.maximum(gang, 1.0)).tolist()
     kept_order = np.flatnonzero(keep)
     kept_order = kept_order[np.lexsort((kept_order, -run_share[kept_order], ~pinned[kept_order]))]
     for j in kept_order.tolist():
         p = int(run_pool[j])
         if pinned[j] or (cap[p] + EPS >= gangs[j] and used[team[j]] + gangs[j] <= quota[team[j]] + EPS):
             place(j, p)
+            nodes.note_running(p, job_nodes.get(inputs.job_ids[j]), wall_s[j])
 
-    # Inference is packed on the nodes first; a stopped gang's GPUs then count as nodes of their
-    # own, so whether a start used them is known (pool totals still bound inference plus jobs).
-    nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
+    # A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their
+    # own), so whether a start used them is known; then inference is packed on the fullest nodes,
+    # as the cluster does (pool totals still bound inference plus jobs).
+    released = {
+        j: nodes.release(int(run_pool[j]), gangs[j], job_nodes.get(inputs.job_ids[j]))
+        for j in np.flatnonzero(running & (pool0 < 0)).tolist()
+    }
     for p in range(inputs.n_pools):
         nodes.reserve_inference(p, math.ceil(float(svc_gpus0[p]) - EPS))
-    released = {
-        j: nodes.release(int(run_pool[j]), gangs[j]) for j in np.flatnonzero(running & (pool0 < 0)).tolist()
-    }
 
     # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
     # the last choice for starting it: the window would stop it and its work since checkpoint.
@@ -165,19 +199,74 @@ def _place(
     dip_step = np.where(dips.any(axis=1), dips.argmax(axis=1), avail.shape[1]).tolist()
     run_steps = np.ceil(inputs.job_remaining_s / np.maximum(gang, 1.0) / inputs.step_s).tolist()
 
+    start_s = (inputs.job_remaining_s / np.maximum(gang, 1.0) + inputs.job_restart_s).tolist()
+
     def try_start(j: int, pools: list[int], rank: float) -> bool:
-        """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes."""
+        """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes
+        (held nodes take it only if it ends before they drain)."""
         if used[team[j]] + gangs[j] > quota[team[j]] + EPS:
             return False
         pools = sorted(pools, key=lambda p: dip_step[p] < run_steps[j])  # stable: keeps the order
         for p in pools:
-            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank):
-                for node in nodes.take(p, gangs[j], rank):
+            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank, start_s[j]):
+                for node in nodes.take(p, gangs[j], rank, start_s[j]):
                     key = (p, node)
                     top_weight[key] = max(top_weight.get(key, -math.inf), rank)
                 place(j, p)
                 return True
         return False
+
+    lost = (inputs.job_lost_gpu_s + penalty_gpu_s * gang).tolist()
+    stoppable = running & inputs.job_preemptible & ~pinned
+    horizon_s = float(inputs.blocks.dur_s.sum())
+    # work of a higher weight is stopped for a gang only when it has no deadline to miss
+    no_deadline = (inputs.job_deadline_step > inputs.horizon_steps).tolist()
+
+    def clear_for(j: int, p: int) -> bool:
+        """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
+        nonlocal clear_budget
+        job_free = nodes.job_free[p]
+        if (
+            job_free is None
+            or clear_budget <= 0
+            or cap[p] + EPS < gangs[j]
+            or used[team[j]] + gangs[j] > quota[team[j]] + EPS
+        ):
+            return False
+        candidates = [
+            Candidate(v, job_nodes[inputs.job_ids[v]], weights[v] * lost[v])
+            for v in np.flatnonzero(stoppable & (pool0 == p)).tolist()
+            if inputs.job_ids[v] in job_nodes and (weights[v] < weights[j] or no_deadline[v])
+        ]
+        per_node = inputs.pool_gpus_per_node[p]
+        count = max(-(-int(gangs[j]) // per_node), 1)
+        # how long the gang would wait for nodes to drain by themselves (unknown: the horizon)
+        drains = sorted(nodes.drain_s[p].get(i, 0.0) for i in range(len(job_free)))
+        known = not nodes.unknown[p] and len(drains) >= count
+        wait_s = min(drains[count - 1], horizon_s) if known else horizon_s
+        chosen = cheapest_clearing(
+            job_free,
+            nodes.inference_gpus[p],
+            per_node,
+            int(gangs[j]),
+            candidates,
+            budget_jobs=clear_budget,
+            max_cost=weights[j] * gangs[j] * wait_s,
+        )
+        if chosen is None:
+            return False
+        job_free = list(job_free)
+        for c in chosen:
+            v = c.job
+            pool0[v] = -1
+            cap[p] += gangs[v]
+            used[team[v]] -= gangs[v]
+            remaining[v] += gangs[v] * dur0
+            for node, gpus in c.on_nodes.items():
+                job_free[node] = min(job_free[node] + gpus, per_node)
+        nodes.repack(p, job_free)
+        clear_budget -= len(chosen)
+        return True
 
     # Waiting jobs the plan starts now, by relaxed share, then weight.
     waiting = np.flatnonzero(~running & (remaining > 0))
@@ -195,6 +284,8 @@ def _place(
         # of its pool against lower-weight backfill (a reservation per blocked gang)
         if not try_start(j, pools, math.inf) and pools:
             p = pools[0]
+            if clear_for(j, p) and try_start(j, [p], math.inf):
+                continue
             before = held_before.get(inputs.job_ids[j])
             prefer = before[1] if before is not None and before[0] == p else ()
             real = len(inputs.pool_free_nodes[p] or ())

@@ -54,6 +54,10 @@ class PoolState(Part):
         description="free GPUs on each node that is up, after running batch jobs (inference replicas "
         "are movable and not counted), for gang fit; empty: unknown",
     )
+    node_names: list[Name] = Field(
+        default_factory=list,
+        description="names of the nodes free_gpus_by_node counts, in the same order; empty: unknown",
+    )
 
     @model_validator(mode="after")
     def _available_within_total(self) -> PoolState:
@@ -64,6 +68,11 @@ class PoolState(Part):
                 raise ValueError(
                     f"windows[{i}].gpus_out: {window.gpus_out} exceeds gpus_total {self.gpus_total}"
                 )
+        if self.node_names and len(self.node_names) != len(self.free_gpus_by_node):
+            raise ValueError(
+                f"node_names: {len(self.node_names)} names for {len(self.free_gpus_by_node)} nodes "
+                "in free_gpus_by_node"
+            )
         return self
 
 
@@ -113,6 +122,9 @@ class JobState(Part):
     done_gpu_s: NonNegFloat = Field(default=0.0, description="work done and kept (checkpointed or live)")
     since_checkpoint_gpu_s: NonNegFloat = Field(default=0.0, description="work lost if preempted now")
     preemptions: NonNegInt = 0
+    nodes: dict[Name, PosInt] = Field(
+        default_factory=dict, description="GPUs the job holds on each node, by node name; empty: unknown"
+    )
 
     @property
     def remaining_gpu_s(self) -> float:

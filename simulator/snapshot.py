@@ -1,8 +1,9 @@
 """The simulator's ClusterState snapshot: everything a policy may see, and nothing more.
 
 Built from the simulator's books: pools (GPUs up, announced maintenance windows, free GPUs per
-up node after running jobs), services (replicas per pool, demand history per step) and the
-queued and running jobs with their estimates (never their true work). Failures are not announced.
+up node after running jobs, by node name), services (replicas per pool, demand history per step)
+and the queued and running jobs with their estimates (never their true work) and the GPUs they
+hold per node. Failures are not announced.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from schemas import ClusterState, JobState, JobStatus, PoolState, PoolWindow, Se
 
 if TYPE_CHECKING:
     from simulator.cluster import Simulator
+
+
+def node_name(pool: str, node: int) -> str:
+    """The name a simulated node goes by in the snapshot."""
+    return f"{pool}-node{node:03d}"
 
 
 def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
@@ -42,6 +48,7 @@ def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
                 max_share=pool.max_share,
                 windows=windows,
                 free_gpus_by_node=[f for f, is_up in zip(job_free[pool.name], up, strict=True) if is_up],
+                node_names=[node_name(pool.name, i) for i, is_up in enumerate(up) if is_up],
             )
         )
     services = []
@@ -66,6 +73,11 @@ def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
                 done_gpu_s=max(job.done_gpu_s, 0.0),
                 since_checkpoint_gpu_s=job.since_checkpoint_gpu_s,
                 preemptions=job.preemptions,
+                nodes={
+                    node_name(job.pool, node): gpus
+                    for node, gpus in job.placement.items()
+                    if job.pool is not None and gpus > 0
+                },
             )
         )
     return ClusterState(

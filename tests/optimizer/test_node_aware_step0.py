@@ -1,0 +1,78 @@
+"""Node-aware step 0: with the nodes each running job holds, the planner stops the jobs that are
+cheapest to lose to empty whole nodes for a gang, and backfills held nodes with work that ends
+before they drain (EASY backfill)."""
+
+from __future__ import annotations
+
+from optimizer_cases import NOW, check_plan, job, pool, state
+
+from optimizer.inputs import running_job_nodes
+from optimizer.node_clearing import Candidate, cheapest_clearing
+from optimizer.nodes import NodeBook
+from optimizer.planner import PlannerPolicy
+from schemas import ClusterState, JobAction
+
+
+def _placed_fragmented(checkpoints_gpu_s: list[float]) -> ClusterState:
+    """Two 8-GPU nodes, three 2-GPU jobs of weight 1 on each (2 GPUs free per node), and an
+    8-GPU gang of weight 10 waiting; small-0..2 sit on n0, small-3..5 on n1."""
+    running = [
+        job(
+            f"small-{i}", 2, hours=6.0, running_in="a", restart_cost_s=60.0, since_checkpoint_gpu_s=s
+        ).model_copy(update={"nodes": {"n0" if i < 3 else "n1": 2}})
+        for i, s in enumerate(checkpoints_gpu_s)
+    ]
+    nodes = pool("a", 16).model_copy(
+        update={"gpus_per_node": 8, "free_gpus_by_node": [2, 2], "node_names": ["n0", "n1"]}
+    )
+    return state([nodes], [*running, job("urgent", 8, weight=10.0, hours=2.0)])
+
+
+def test_the_gang_starts_on_the_node_cheapest_to_empty() -> None:
+    # the jobs on n1 have just checkpointed: stopping them loses the least
+    cluster = _placed_fragmented([3600.0, 3600.0, 3600.0, 0.0, 0.0, 0.0])
+    decision = PlannerPolicy().decide(cluster, {}, NOW)
+    check_plan(cluster, decision, 96, 900)
+    jobs = {d.job_id: d for d in decision.allocation.jobs}
+    assert jobs["urgent"].action == JobAction.RUN
+    stopped = sorted(j for j, d in jobs.items() if d.action == JobAction.PREEMPT)
+    assert stopped == ["small-3", "small-4", "small-5"]
+
+
+def test_running_job_nodes_map_names_to_free_list_indices() -> None:
+    cluster = _placed_fragmented([0.0] * 6)
+    placed = running_job_nodes(cluster.pools, cluster.jobs)
+    assert placed["small-0"] == {0: 2}
+    assert placed["small-5"] == {1: 2}
+    assert "urgent" not in placed
+
+
+def test_cheapest_clearing_repacks_inference_and_respects_limits() -> None:
+    # node 0: one job (cost 5); node 1: two jobs (cost 1 + 1); node 2: 4 GPUs of a pinned job
+    candidates = [Candidate(0, {0: 8}, 5.0), Candidate(1, {1: 4}, 1.0), Candidate(2, {1: 4}, 1.0)]
+    job_free = [0, 0, 4]
+    chosen = cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=4, max_cost=100.0)
+    assert chosen is not None and sorted(c.job for c in chosen) == [1, 2]
+    # four GPUs of inference take node 2's free GPUs, so one emptied node is still enough
+    assert cheapest_clearing(job_free, 4, 8, 8, candidates, budget_jobs=4, max_cost=100.0) is not None
+    # one emptied node plus the room inference leaves is not enough for 16 GPUs with 8 of inference
+    assert cheapest_clearing(job_free, 8, 8, 16, candidates, budget_jobs=4, max_cost=100.0) is None
+    assert cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=1, max_cost=100.0) is None
+    assert cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=4, max_cost=2.0) is None
+
+
+def test_held_nodes_take_backfill_that_ends_before_they_drain() -> None:
+    book = NodeBook([[4, 8, 2]], [8])
+    book.note_running(0, {0: 4}, run_s=3600.0)  # node 0 drains in an hour
+    book.note_running(0, {2: 6}, run_s=7200.0)
+    assert book.hold(0, 16, weight=10.0) == (1, 0)  # the empty node, then the one that drains first
+    assert not book.fits(0, 4, weight=1.0, run_s=7200.0)  # would delay the gang
+    assert book.take(0, 4, weight=1.0, run_s=1800.0) == {0: 4}  # ends before the shadow time
+
+
+def test_released_gangs_go_back_on_their_own_nodes() -> None:
+    book = NodeBook([[0, 2]], [8])
+    assert book.release(0, 8, {0: 6, 1: 2}) == [0, 1]
+    assert book.free[0] == [6, 4]
+    assert book.release(0, 8, None) == [2]  # unknown nodes: counted as a node of its own
+    assert book.free[0] == [6, 4, 8]
