@@ -1,0 +1,87 @@
+"""``ebbtide run <service>``, ``ebbtide demo`` and ``ebbtide bench-stream``: the loop's commands.
+
+Kept light: heavy imports happen inside the commands. The services live in streams/ (the only
+layer that imports Kafka clients).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+SERVICES = ("collector", "state", "forecaster", "optimizer", "actuator")
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="YAML settings file (environment EBBTIDE_* overrides it)")
+]
+
+
+def run(
+    service: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICES)}")],
+    config: ConfigOption = None,
+) -> None:
+    """Run one stream service until SIGTERM or Ctrl-C."""
+    from ebbtide.settings import SettingsError, load_settings
+
+    if service not in SERVICES:
+        typer.echo(f"error: service {service!r} is not one of {', '.join(SERVICES)}", err=True)
+        raise typer.Exit(2)
+    try:
+        settings = load_settings(config)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    from streams.services.main import run_service
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        code = run_service(service, settings, stop)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def demo(
+    steps: Annotated[
+        int, typer.Option("--steps", min=1, max=2000, help="simulated steps (15 min each)")
+    ] = 20,
+    config: ConfigOption = None,
+    out: Annotated[Path, typer.Option("--out", help="folder for the PNGs")] = Path("out/demo"),
+) -> None:
+    """The whole loop on this machine: embedded broker, simulated cluster, all services, vs fifo."""
+    from ebbtide.demo import main
+    from ebbtide.settings import SettingsError
+
+    try:
+        code = main(steps, config, out)
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def bench_stream(
+    events: Annotated[
+        int, typer.Option("--events", min=1000, help="GpuSamples for the ingest run")
+    ] = 200_000,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="repetitions (medians are reported)")] = 3,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
+) -> None:
+    """Stream benchmarks: telemetry ingest rate and event-to-Allocation latency on a local broker."""
+    from bench.stream_bench import main
+
+    sys.exit(main(events=events, runs=runs, json_path=json_path))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("demo")(demo)
+    app.command("bench-stream")(bench_stream)

@@ -1,0 +1,166 @@
+"""Settings of the stream services and the demo: environment (``EBBTIDE_*``) over a YAML file over defaults.
+
+Nested groups use ``__`` in the environment: ``EBBTIDE_KAFKA__BOOTSTRAP_SERVERS=host:9092``,
+``EBBTIDE_OPTIMIZER__TRANSACTIONS=off``. A YAML file given with ``--config`` holds the same keys
+(``kafka: {bootstrap_servers: ...}``). Every value is checked when the service starts; a bad
+one stops it with :class:`SettingsError` naming the setting and its environment variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "EBBTIDE_"
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names it."""
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KafkaSettings(_Group):
+    bootstrap_servers: str = Field(default="127.0.0.1:9092", min_length=3)
+    group_prefix: str = Field(default="ebbtide", min_length=1)
+    session_timeout_ms: int = Field(default=6000, ge=1000, le=300_000)
+    heartbeat_interval_ms: int = Field(default=500, ge=100, le=60_000)
+    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="records per consume() call")
+    poll_timeout_s: float = Field(default=0.2, gt=0.0, le=30.0)
+    create_topics: bool = True
+    topic_prefix: str = Field(
+        default="", pattern=r"^[A-Za-z0-9._-]*$", description="isolates a deployment's topics"
+    )
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"{server!r} is not host:port")
+        return value
+
+
+class CollectorSettings(_Group):
+    source: Literal["nvml", "simulator"] = "nvml"
+    interval_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    pool: str = Field(default="default", min_length=1)
+    node: str = Field(default="", description="node name; empty: this host's name")
+
+
+class StateSettings(_Group):
+    max_history_steps: int = Field(default=7 * 96, ge=1, le=100_000)
+    high_priority_weight: float = Field(default=5.0, gt=0.0, description="a job at or above re-plans at once")
+
+
+class ForecasterSettings(_Group):
+    drift_band: str = Field(default="p99", pattern=r"^p\d{1,2}$", description="a demand above it is drift")
+
+
+class OptimizerSettings(_Group):
+    transactions: Literal["auto", "on", "off"] = "auto"
+    forecast_wait_s: float = Field(
+        default=2.0, ge=0.0, le=600.0, description="wait for this step's forecasts"
+    )
+
+
+class ActuatorSettings(_Group):
+    backend: Literal["dry-run"] = "dry-run"
+
+
+class Settings(BaseSettings):
+    """Everything a service or the demo reads at start."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
+
+    cluster: str = Field(default="demo", min_length=1, max_length=253)
+    step_s: int = Field(default=900, ge=1, le=24 * 3600)
+    horizon_steps: int = Field(default=96, ge=1, le=10_000)
+    metrics_enabled: bool = True
+    metrics_port: int = Field(
+        default=9095, ge=0, le=65535, description="serve /metrics here; 0: any free port"
+    )
+    cluster_spec: Path | None = Field(
+        default=None, description="YAML or JSON ClusterState: the pools, services and quotas to start from"
+    )
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    collector: CollectorSettings = Field(default_factory=CollectorSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    forecaster: ForecasterSettings = Field(default_factory=ForecasterSettings)
+    optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings)
+    actuator: ActuatorSettings = Field(default_factory=ActuatorSettings)
+
+    @field_validator("cluster_spec")
+    @classmethod
+    def _spec_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"file {value} does not exist")
+        return value
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"--config: file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"--config: {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"--config: {path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        path = [str(p) for p in item["loc"]]
+        name = ".".join(path) or "<settings>"
+        env = ENV_PREFIX + "__".join(p.upper() for p in path)
+        got = item.get("input")
+        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"setting {name} [{env}]: {item['msg']}{shown}")
+    return "; ".join(lines)
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from keyword overrides, then the environment, then ``config`` (YAML), then defaults."""
+    file_data = _read_yaml(config) if config is not None else {}
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, _YamlSource(settings_cls, file_data))
+
+    try:
+        loaded = _Loaded(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
+    return loaded

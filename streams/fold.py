@@ -1,0 +1,274 @@
+"""Pure state folding: job events, demand samples, GPU telemetry and allocations -> ClusterState.
+
+The state service is a thin Kafka adapter around :class:`ClusterFold`. The fold starts from a
+seed (the cluster's pools, services and quotas, from configuration or from the last ClusterState
+published on the compacted cluster-state topic) and applies events in any order they arrive:
+
+- JobEvents move a job through queued / running / gone; an event older than the last one applied
+  to that job, or the same (time, kind) again, is ignored, so a replayed record changes nothing.
+- DemandSamples are bucketed by step (the step that ends at or after the sample's time); a
+  replayed sample overwrites its own bucket.
+- GpuSamples mark a GPU as seen at a time; a pool's available GPUs are the GPUs seen within
+  ``stale_after_s`` of ``as_of`` (capped by its total), once the pool has reported at all.
+- Allocations set the services' running replicas (the latest decision wins).
+
+No I/O, no clock reads: ``snapshot(as_of)`` is given the time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from schemas import (
+    Allocation,
+    ClusterState,
+    DemandSample,
+    GpuSample,
+    JobEvent,
+    JobEventKind,
+    JobState,
+    JobStatus,
+    PoolState,
+    ServiceState,
+)
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_GONE = {JobEventKind.FINISHED, JobEventKind.FAILED, JobEventKind.CANCELLED}
+# Order of kinds at the same instant: a job can be submitted, started, and preempted in one step.
+_KIND_ORDER = {
+    JobEventKind.SUBMITTED: 0,
+    JobEventKind.PREEMPTED: 1,
+    JobEventKind.STARTED: 2,
+    JobEventKind.PROGRESS: 3,
+    JobEventKind.FINISHED: 4,
+    JobEventKind.FAILED: 4,
+    JobEventKind.CANCELLED: 4,
+}
+
+
+def step_index(time: datetime, step_s: int) -> int:
+    """Index of the step that ends at or after ``time`` (a sample at a boundary closes that step)."""
+    return math.ceil((time - EPOCH).total_seconds() / step_s - 1e-9)
+
+
+def step_start(index: int, step_s: int) -> datetime:
+    return EPOCH + timedelta(seconds=index * step_s)
+
+
+def floor_to_step(time: datetime, step_s: int) -> datetime:
+    seconds = (time - EPOCH).total_seconds()
+    return EPOCH + timedelta(seconds=math.floor(seconds / step_s) * step_s)
+
+
+@dataclass
+class _JobRecord:
+    state: JobState | None
+    last_event: tuple[datetime, int] | None = None
+    gone: bool = False
+
+
+@dataclass
+class FoldCounters:
+    job_events: int = 0
+    demand_samples: int = 0
+    gpu_samples: int = 0
+    allocations: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class ClusterFold:
+    """The per-cluster aggregate. Seed it, apply events, take snapshots."""
+
+    seed: ClusterState
+    max_history_steps: int = 7 * 96
+    stale_after_s: float = 0.0
+    jobs: dict[str, _JobRecord] = field(default_factory=dict)
+    demand: dict[str, dict[int, float]] = field(default_factory=dict)
+    gpu_seen: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    replicas: dict[str, dict[str, int]] = field(default_factory=dict)
+    last_allocation_at: datetime | None = None
+    counters: FoldCounters = field(default_factory=FoldCounters)
+
+    def __post_init__(self) -> None:
+        step_s = self.seed.step_s
+        if self.stale_after_s <= 0.0:
+            self.stale_after_s = float(step_s)
+        end = step_index(self.seed.as_of, step_s)
+        for svc in self.seed.services:
+            history = svc.demand_history
+            first = end - len(history) + 1
+            self.demand[svc.spec.service] = {first + i: v for i, v in enumerate(history)}
+            self.replicas[svc.spec.service] = dict(svc.replicas)
+        for job in self.seed.jobs:
+            self.jobs[job.spec.job_id] = _JobRecord(state=job)
+
+    @property
+    def cluster(self) -> str:
+        return self.seed.cluster
+
+    @property
+    def step_s(self) -> int:
+        return self.seed.step_s
+
+    # ---- applying events -------------------------------------------------------------------
+
+    def apply(self, event: JobEvent | DemandSample | GpuSample | Allocation) -> bool:
+        """Fold one event. Returns False when it was ignored (other cluster, stale or a replay)."""
+        if event.cluster != self.cluster:
+            self.counters.ignored += 1
+            return False
+        if isinstance(event, GpuSample):
+            return self.apply_gpu_sample(event)
+        if isinstance(event, DemandSample):
+            return self._apply_demand(event)
+        if isinstance(event, JobEvent):
+            return self._apply_job(event)
+        return self._apply_allocation(event)
+
+    def apply_gpu_sample(self, sample: GpuSample) -> bool:
+        seen = self.gpu_seen.setdefault(sample.pool, {})
+        previous = seen.get(sample.gpu_uuid)
+        if previous is None or sample.time > previous:
+            seen[sample.gpu_uuid] = sample.time
+        self.counters.gpu_samples += 1
+        return True
+
+    def _apply_demand(self, sample: DemandSample) -> bool:
+        if sample.service not in self.replicas:
+            self.counters.ignored += 1
+            return False
+        buckets = self.demand.setdefault(sample.service, {})
+        buckets[step_index(sample.time, self.step_s)] = sample.gpus_busy
+        if len(buckets) > 2 * self.max_history_steps:
+            for old in sorted(buckets)[: len(buckets) - self.max_history_steps]:
+                del buckets[old]
+        self.counters.demand_samples += 1
+        return True
+
+    def _apply_allocation(self, allocation: Allocation) -> bool:
+        if self.last_allocation_at is not None and allocation.issued_at < self.last_allocation_at:
+            self.counters.ignored += 1
+            return False
+        self.last_allocation_at = allocation.issued_at
+        decided: dict[str, dict[str, int]] = {name: {} for name in self.replicas}
+        for decision in allocation.services:
+            if decision.service in decided and decision.replicas > 0:
+                decided[decision.service][decision.pool] = decision.replicas
+        self.replicas = decided
+        self.counters.allocations += 1
+        return True
+
+    def _apply_job(self, event: JobEvent) -> bool:
+        record = self.jobs.get(event.job_id)
+        order = (event.time, _KIND_ORDER[event.kind])
+        if record is not None and record.last_event is not None and order <= record.last_event:
+            self.counters.ignored += 1
+            return False
+        if record is None:
+            if event.kind != JobEventKind.SUBMITTED or event.spec is None:
+                # An update for a job we never saw submitted (its submit was compacted away or
+                # belongs to another instance's partition): nothing to fold it into.
+                self.counters.ignored += 1
+                return False
+            record = _JobRecord(state=None)
+            self.jobs[event.job_id] = record
+        record.last_event = order
+        self.counters.job_events += 1
+        record.state = _next_job_state(record.state, event)
+        record.gone = event.kind in _GONE
+        return True
+
+    # ---- snapshots ---------------------------------------------------------------------------
+
+    def pool_available(self, pool: PoolState, as_of: datetime) -> int:
+        seen = self.gpu_seen.get(pool.name)
+        if not seen:
+            return pool.gpus_available
+        horizon = as_of - timedelta(seconds=self.stale_after_s)
+        fresh = sum(1 for t in seen.values() if horizon < t <= as_of + timedelta(seconds=self.step_s))
+        return min(fresh, pool.gpus_total)
+
+    def demand_history(self, service: str, as_of: datetime) -> list[float]:
+        buckets = self.demand.get(service, {})
+        if not buckets:
+            return []
+        end = step_index(as_of, self.step_s)
+        first = min(buckets)
+        start = max(first, end - self.max_history_steps + 1)
+        values = []
+        last = 0.0
+        for index in range(start, end + 1):
+            # A gap (no sample that step) repeats the previous value rather than inventing a zero.
+            last = buckets.get(index, last)
+            values.append(last)
+        return values
+
+    def snapshot(self, as_of: datetime) -> ClusterState:
+        pools = [
+            pool.model_copy(update={"gpus_available": self.pool_available(pool, as_of)})
+            for pool in self.seed.pools
+        ]
+        services = [
+            ServiceState(
+                spec=svc.spec,
+                replicas=dict(sorted(self.replicas.get(svc.spec.service, {}).items())),
+                demand_history=self.demand_history(svc.spec.service, as_of),
+            )
+            for svc in self.seed.services
+        ]
+        jobs = [
+            record.state
+            for _, record in sorted(self.jobs.items())
+            if record.state is not None and not record.gone
+        ]
+        return ClusterState(
+            cluster=self.cluster,
+            as_of=as_of,
+            step_s=self.step_s,
+            pools=pools,
+            services=services,
+            jobs=jobs,
+            quotas_gpus=dict(self.seed.quotas_gpus),
+        )
+
+    def forget_gone_jobs(self) -> int:
+        """Drop finished jobs from memory (after a snapshot has been published). Returns how many."""
+        gone = [job_id for job_id, record in self.jobs.items() if record.gone]
+        for job_id in gone:
+            del self.jobs[job_id]
+        return len(gone)
+
+
+def _next_job_state(current: JobState | None, event: JobEvent) -> JobState:
+    if current is None:
+        assert event.spec is not None
+        current = JobState(spec=event.spec, status=JobStatus.QUEUED, submitted_at=event.time)
+    update: dict[str, object] = {}
+    if event.kind == JobEventKind.SUBMITTED and event.spec is not None:
+        update["spec"] = event.spec
+    elif event.kind == JobEventKind.STARTED:
+        update |= {"status": JobStatus.RUNNING, "pool": event.pool or current.pool, "started_at": event.time}
+    elif event.kind == JobEventKind.PREEMPTED:
+        update |= {
+            "status": JobStatus.QUEUED,
+            "pool": None,
+            "started_at": None,
+            "preemptions": current.preemptions + 1,
+        }
+    elif event.kind == JobEventKind.FINISHED:
+        update["status"] = JobStatus.FINISHED
+    elif event.kind == JobEventKind.FAILED:
+        update["status"] = JobStatus.FAILED
+    elif event.kind == JobEventKind.CANCELLED:
+        update["status"] = JobStatus.CANCELLED
+    if event.done_gpu_s is not None:
+        update["done_gpu_s"] = event.done_gpu_s
+        checkpointed = event.checkpointed_gpu_s if event.checkpointed_gpu_s is not None else event.done_gpu_s
+        update["since_checkpoint_gpu_s"] = max(event.done_gpu_s - checkpointed, 0.0)
+    if event.kind == JobEventKind.PROGRESS and event.pool is not None and current.status == JobStatus.RUNNING:
+        update["pool"] = event.pool
+    merged = current.model_dump() | update
+    return JobState.model_validate(merged, strict=False)

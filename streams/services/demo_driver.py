@@ -1,0 +1,232 @@
+"""The demo's lockstep driver: a simulated cluster talking to the real services over a broker.
+
+Each step: the simulator's snapshot becomes wire events (streams.state_diff) produced to the
+job-event, demand and telemetry topics; once the state service has read them, the demo clock
+moves to the step boundary, the state service publishes the ClusterState, the forecaster and the
+optimizer answer, and the actuator applies the Allocation to the simulator (its backend here).
+Then the simulator integrates the step. Every service is the same object ``ebbtide run`` starts;
+only the clock and the actuator backend are the simulator's.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from confluent_kafka import Message, Producer
+
+from ebbtide.settings import Settings
+from optimizer.policy import Policy
+from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
+from schemas.codec import encode
+from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from streams.services.runtime import ServiceRuntime
+from streams.services.wiring import Parts, build_runtime, ensure_topics, run_threads
+from streams.state_diff import events_between, seed_of
+
+SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
+
+
+class DemoError(RuntimeError):
+    """The demo could not go on (a service failed or a step did not complete in time)."""
+
+
+class FeedClock:
+    """The state service's clock in the demo: the driver moves it to each step boundary."""
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def set(self, when: datetime) -> None:
+        with self._lock:
+            self._now = when
+
+
+class SimulatorBackend:
+    """The actuator backend of the demo: applies an Allocation to the simulated cluster.
+
+    Only the Allocation for the simulator's current step is applied; any other (a replay, or
+    one decided from a snapshot of another step) is answered ``skipped`` with the reason.
+    """
+
+    def __init__(self, sim: object, cluster: str) -> None:
+        self.sim = sim
+        self.cluster = cluster
+        self.applied: dict[datetime, Allocation] = {}
+        self.results: dict[datetime, Sequence[ActuationResult]] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, allocation: Allocation) -> Sequence[ActuationResult]:
+        now = self.sim.clock.now()  # type: ignore[attr-defined]
+        if allocation.issued_at != now:
+            return [
+                ActuationResult(
+                    cluster=allocation.cluster,
+                    backend="simulator",
+                    plan_id=allocation.plan_id,
+                    action="none",
+                    target=f"plan/{allocation.plan_id}",
+                    outcome="skipped",
+                    time=now,
+                    error=f"issued for {allocation.issued_at.isoformat()}, "
+                    f"the simulator is at {now.isoformat()}",
+                )
+            ]
+        results: Sequence[ActuationResult] = self.sim.apply(allocation)  # type: ignore[attr-defined]
+        with self._lock:
+            self.applied[now] = allocation
+            self.results[now] = results
+        return results
+
+    def allocation_for(self, when: datetime) -> Allocation | None:
+        with self._lock:
+            return self.applied.get(when)
+
+
+@dataclass
+class StepView:
+    index: int
+    total: int
+    as_of: datetime
+    allocation: Allocation
+    state: ClusterState
+    forecasts: dict[str, DemandForecast]
+    demand_gpus: dict[str, float]
+    step_wall_s: float
+
+
+@dataclass
+class DemoRun:
+    steps: list[StepView] = field(default_factory=list)
+    decision_ms: list[float] = field(default_factory=list)
+    produced_events: int = 0
+    dead_letters: int = 0
+    service_stats: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _delivered(offsets: dict[tuple[str, int], int]) -> Callable[[object, Message], None]:
+    def callback(err: object, msg: Message) -> None:
+        if err is None:
+            key = (msg.topic() or "", msg.partition() or 0)
+            offsets[key] = max(offsets.get(key, 0), (msg.offset() or 0) + 1)
+
+    return callback
+
+
+def run_demo_loop(
+    sim: object,
+    settings: Settings,
+    policy: Policy,
+    *,
+    steps: int,
+    on_step: Callable[[StepView], None] | None = None,
+    step_timeout_s: float = 120.0,
+) -> DemoRun:
+    """Drive ``steps`` steps of ``sim`` through the services on ``settings.kafka.bootstrap_servers``."""
+    bootstrap = settings.kafka.bootstrap_servers
+    prefix = settings.kafka.topic_prefix
+    ensure_topics(bootstrap, prefix)
+    first = sim.snapshot(sim.clock.now())  # type: ignore[attr-defined]
+    cluster = first.cluster
+    feed_clock = FeedClock(first.as_of - timedelta(seconds=first.step_s))
+    backend = SimulatorBackend(sim, cluster)
+    run = DemoRun()
+    decision_ms = run.decision_ms
+    parts = Parts(
+        clock=feed_clock,
+        seed=seed_of(first),
+        policy=policy,
+        backend=backend,
+        backend_name="simulator",
+        replan_on_events=False,
+        on_decision=lambda decision, state, seconds: decision_ms.append(seconds * 1000.0),
+    )
+    runtimes: dict[str, ServiceRuntime] = {
+        name: build_runtime(name, settings, parts) for name in SERVICE_ORDER
+    }
+    state_rt = runtimes["state"]
+    failures: list[str] = []
+    stop = threading.Event()
+    threads = run_threads(runtimes, stop, on_error=lambda name, exc: failures.append(f"{name}: {exc}"))
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    offsets: dict[tuple[str, int], int] = {}
+    on_delivery = _delivered(offsets)
+    previous: ClusterState | None = None
+    try:
+        for index in range(steps):
+            t0 = time.perf_counter()
+            state = first if index == 0 else sim.snapshot(sim.clock.now())  # type: ignore[attr-defined]
+            jobs, demand, gpus = events_between(previous, state)
+            for source, events in ((JOB_EVENTS, jobs), (DEMAND_SAMPLES, demand), (GPU_SAMPLES, gpus)):
+                for event in events:
+                    producer.produce(
+                        prefix + source.name, encode(event), key=event.key.encode(), on_delivery=on_delivery
+                    )
+                    run.produced_events += 1
+                    producer.poll(0)
+            if producer.flush(30):
+                raise DemoError("the broker did not acknowledge the step's events within 30 s")
+            deadline = time.monotonic() + step_timeout_s
+            while any(state_rt.stats.positions.get(k, 0) < v for k, v in offsets.items()):  # prefixed names
+                _check(failures, deadline, "the state service to read the step's events")
+                time.sleep(0.005)
+            feed_clock.set(state.as_of)
+            allocation = backend.allocation_for(state.as_of)
+            while allocation is None:
+                _check(failures, deadline, f"the Allocation for {state.as_of.isoformat()}")
+                time.sleep(0.005)
+                allocation = backend.allocation_for(state.as_of)
+            forecaster = runtimes["forecaster"].processor
+            forecasts = {svc: f for (c, svc), f in getattr(forecaster, "latest", {}).items() if c == cluster}
+            view = StepView(
+                index=index + 1,
+                total=steps,
+                as_of=state.as_of,
+                allocation=allocation,
+                state=state,
+                forecasts=forecasts,
+                demand_gpus={
+                    s.spec.service: (s.demand_history[-1] if s.demand_history else 0.0)
+                    for s in state.services
+                },
+                step_wall_s=time.perf_counter() - t0,
+            )
+            run.steps.append(view)
+            if on_step is not None:
+                on_step(view)
+            sim.advance()  # type: ignore[attr-defined]
+            previous = state
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=15)
+        producer.flush(5)
+        run.service_stats = {
+            name: {
+                "consumed": rt.stats.consumed,
+                "produced": rt.stats.produced,
+                "dead_lettered": rt.stats.dead_lettered,
+                "commits": rt.stats.commits,
+            }
+            for name, rt in runtimes.items()
+        }
+        run.dead_letters = sum(rt.stats.dead_lettered for rt in runtimes.values())
+        del producer, runtimes, threads, state_rt
+        gc.collect()  # destroy the Kafka clients before the caller stops the broker
+    return run
+
+
+def _check(failures: list[str], deadline: float, what: str) -> None:
+    if failures:
+        raise DemoError(f"a service failed: {failures[0]}")
+    if time.monotonic() > deadline:
+        raise DemoError(f"timed out waiting for {what}")

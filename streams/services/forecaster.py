@@ -1,0 +1,97 @@
+"""The forecaster service: a DemandForecast per service on every step, and again on drift.
+
+A thin adapter over a :class:`ebbtide.loop.ForecastSource` (the forecaster's model bank when
+present, the seasonal-naive floor otherwise). It reads ClusterState snapshots; at a step boundary
+it forecasts every service, issued at the snapshot's ``as_of`` (so the optimizer can pair a state
+with the forecasts made from it). Between steps it re-forecasts a service only when its latest
+demand left the band of its last forecast (drift).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ebbtide.loop import ForecastSource
+from forecaster.naive import seasonal_naive
+from schemas import ClusterState, DemandForecast
+from schemas.base import Event
+from schemas.topics import CLUSTER_STATE, FORECASTS, Topic
+from streams.fold import floor_to_step
+from streams.services.runtime import Outgoing
+
+
+@dataclass(frozen=True)
+class SeasonalNaiveSource:
+    """The forecast floor: repeat yesterday, band from past day-over-day changes."""
+
+    horizon_steps: int
+
+    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
+        return {
+            svc.spec.service: seasonal_naive(
+                svc.demand_history,
+                cluster=state.cluster,
+                service=svc.spec.service,
+                step_s=state.step_s,
+                horizon_steps=self.horizon_steps,
+                issued_at=now,
+            )
+            for svc in state.services
+        }
+
+
+def drifted(forecast: DemandForecast, actual_gpus: float, at: datetime, band: str = "p99") -> bool:
+    """The demand at ``at`` lies above the forecast's ``band`` quantile (or below its p50 band mirror)."""
+    index = int((at - forecast.issued_at).total_seconds() // forecast.step_s)
+    if index < 0 or index >= forecast.horizon_steps:
+        return True
+    upper = (
+        forecast.quantiles[band][index] if band in forecast.quantiles else forecast.quantiles["p99"][index]
+    )
+    p50 = forecast.quantiles["p50"][index]
+    lower = max(p50 - (upper - p50), 0.0)
+    return actual_gpus > upper + 1e-9 or actual_gpus < lower - 1e-9
+
+
+@dataclass
+class ForecasterProcessor:
+    source: ForecastSource
+    drift_band: str = "p99"
+    name: str = "forecaster"
+    inputs: tuple[Topic, ...] = (CLUSTER_STATE,)
+    latest: dict[tuple[str, str], DemandForecast] = field(default_factory=dict)
+    emitted: int = 0
+    drift_forecasts: int = 0
+
+    def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
+        assert isinstance(event, ClusterState)
+        state = event
+        at_boundary = floor_to_step(state.as_of, state.step_s) == state.as_of
+        wanted: set[str] = set()
+        for svc in state.services:
+            last = self.latest.get((state.cluster, svc.spec.service))
+            if at_boundary or last is None:
+                wanted.add(svc.spec.service)
+            elif svc.demand_history and drifted(last, svc.demand_history[-1], state.as_of, self.drift_band):
+                wanted.add(svc.spec.service)
+                self.drift_forecasts += 1
+        if not wanted:
+            return ()
+        made = self.source.forecasts(state, state.as_of)
+        out: list[Outgoing] = []
+        for service in sorted(wanted):
+            forecast = made.get(service)
+            if forecast is None:
+                continue
+            self.latest[(state.cluster, service)] = forecast
+            out.append((FORECASTS, forecast))
+        self.emitted += len(out)
+        return out
+
+    def on_idle(self) -> Iterable[Outgoing]:
+        return ()
+
+    def pending(self) -> bool:
+        return False

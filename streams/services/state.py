@@ -1,0 +1,180 @@
+"""The state service: folds job events, demand samples, telemetry and allocations into ClusterState.
+
+A thin adapter over :class:`streams.fold.ClusterFold`. It publishes a snapshot on the compacted
+cluster-state topic at every step boundary of its clock, and at once on a significant event (a
+job submitted at or above the high-priority weight, GPUs lost from a pool, a demand sample outside
+the band of the latest forecast) when asked to. Its
+input offsets are committed only right after a snapshot is produced, so after a restart it
+resumes from the last published snapshot (read back from the compacted topic) and replays just
+the events that came after it; the fold ignores replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from ebbtide.loop import Clock
+from schemas import (
+    Allocation,
+    ClusterState,
+    DemandForecast,
+    DemandSample,
+    GpuSample,
+    JobEvent,
+    JobEventKind,
+)
+from schemas.base import Event
+from schemas.topics import (
+    ALLOCATIONS,
+    CLUSTER_STATE,
+    DEMAND_SAMPLES,
+    FORECASTS,
+    GPU_SAMPLES,
+    JOB_EVENTS,
+    Topic,
+)
+from streams.fold import ClusterFold, floor_to_step
+from streams.services.forecaster import drifted
+from streams.services.runtime import Outgoing
+
+
+def significant(event: Event, fold: ClusterFold, high_priority_weight: float) -> str | None:
+    """Why this event should trigger a re-plan before the next step, or None."""
+    if (
+        isinstance(event, JobEvent)
+        and event.kind == JobEventKind.SUBMITTED
+        and event.spec is not None
+        and event.spec.priority_weight >= high_priority_weight
+    ):
+        return f"high-priority job {event.job_id} submitted (weight {event.spec.priority_weight:g})"
+    return None
+
+
+def lost_capacity(previous: ClusterState | None, current: ClusterState) -> str | None:
+    if previous is None:
+        return None
+    before = {p.name: p.gpus_available for p in previous.pools}
+    lost = [
+        f"{p.name} -{before[p.name] - p.gpus_available}"
+        for p in current.pools
+        if p.name in before and p.gpus_available < before[p.name]
+    ]
+    return f"capacity lost: {', '.join(lost)}" if lost else None
+
+
+@dataclass
+class StateProcessor:
+    fold: ClusterFold
+    clock: Clock
+    replan_on_events: bool = True
+    high_priority_weight: float = 5.0
+    name: str = "state"
+    drift_band: str = "p99"
+    inputs: tuple[Topic, ...] = (JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, ALLOCATIONS, FORECASTS)
+    forecasts: dict[str, DemandForecast] = field(default_factory=dict)
+    last_published: ClusterState | None = None
+    published: int = 0
+    triggers: list[str] = field(default_factory=list)
+    _urgent: str | None = None
+    _dirty: bool = False
+
+    @property
+    def next_boundary(self) -> datetime | None:
+        if self.last_published is None:
+            return None
+        return floor_to_step(self.last_published.as_of, self.fold.step_s) + timedelta(
+            seconds=self.fold.step_s
+        )
+
+    def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
+        if isinstance(event, DemandForecast):
+            if event.cluster == self.fold.cluster:
+                self.forecasts[event.service] = event
+            return ()
+        assert isinstance(event, JobEvent | DemandSample | GpuSample | Allocation)
+        if not self.fold.apply(event):
+            return ()
+        self._dirty = True
+        if self.replan_on_events and self._urgent is None:
+            self._urgent = significant(event, self.fold, self.high_priority_weight) or self._missed(event)
+        return ()
+
+    def _missed(self, event: Event) -> str | None:
+        """A demand sample outside the band of the service's latest forecast (a forecast miss)."""
+        if not isinstance(event, DemandSample):
+            return None
+        forecast = self.forecasts.get(event.service)
+        if forecast is None or not drifted(forecast, event.gpus_busy, event.time, self.drift_band):
+            return None
+        return (
+            f"forecast miss: {event.service} demand {event.gpus_busy:.1f} GPUs is outside the "
+            f"{self.drift_band} band of the forecast issued {forecast.issued_at:%H:%M}"
+        )
+
+    def on_idle(self) -> Iterable[Outgoing]:
+        now = self.clock.now()
+        boundary = floor_to_step(now, self.fold.step_s)
+        due = self.next_boundary
+        if due is None or boundary >= due:
+            return self._publish(boundary, "step")
+        if self.replan_on_events:
+            snapshot = self.fold.snapshot(now)
+            reason = self._urgent or lost_capacity(self.last_published, snapshot)
+            if reason is not None:
+                self._urgent = None
+                return self._publish(now, reason, snapshot)
+        return ()
+
+    def _publish(self, as_of: datetime, reason: str, snapshot: ClusterState | None = None) -> list[Outgoing]:
+        state = snapshot if snapshot is not None else self.fold.snapshot(as_of)
+        self.last_published = state
+        self.published += 1
+        self.triggers.append(reason)
+        del self.triggers[:-100]
+        self.fold.forget_gone_jobs()
+        self._dirty = False
+        return [(CLUSTER_STATE, state)]
+
+    def pending(self) -> bool:
+        """Events folded but in no published snapshot yet: their offsets must not be committed."""
+        return self._dirty
+
+
+def restore_fold(
+    seed: ClusterState, restored: list[Event], max_history_steps: int
+) -> tuple[ClusterFold, ClusterState | None]:
+    """Rebuild the fold from the latest snapshot of this cluster read back from the state topic."""
+    latest: ClusterState | None = None
+    for event in restored:
+        if (
+            isinstance(event, ClusterState)
+            and event.cluster == seed.cluster
+            and (latest is None or event.as_of >= latest.as_of)
+        ):
+            latest = event
+    if latest is None:
+        return ClusterFold(seed=seed, max_history_steps=max_history_steps), None
+    # The static part (pools, service specs, quotas) comes from configuration; the rest from the snapshot.
+    kept = {svc.spec.service: svc for svc in latest.services}
+    services = [
+        svc.model_copy(
+            update={
+                "replicas": kept[svc.spec.service].replicas,
+                "demand_history": kept[svc.spec.service].demand_history,
+            }
+        )
+        if svc.spec.service in kept
+        else svc
+        for svc in seed.services
+    ]
+    merged = latest.model_copy(
+        update={
+            "pools": seed.pools,
+            "quotas_gpus": seed.quotas_gpus,
+            "step_s": seed.step_s,
+            "services": services,
+        }
+    )
+    return ClusterFold(seed=merged, max_history_steps=max_history_steps), latest

@@ -1,0 +1,235 @@
+"""Wiring of the stream services: settings in, a runnable ServiceRuntime out (composition of streams/).
+
+``ebbtide run <service>`` and ``ebbtide demo`` both build their services here, so a service run
+alone and a service in the demo are the same object with different injected parts (clock,
+policy, forecast source, actuator backend). Services are consumer-group members: the forecaster
+and the actuator read topics keyed by cluster, so their instances share one group
+(``<group_prefix>.<service>``) and split the clusters by partition; the state service and the
+optimizer also read topics keyed otherwise (job id, service), so they run one group per cluster
+(``<group_prefix>.<service>.<cluster>``), each keeping only its cluster's events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ebbtide.loop import Actuator, Clock, ForecastSource
+from ebbtide.metrics import EbbtideMetrics
+from ebbtide.settings import Settings, SettingsError
+from optimizer.policy import Decision, Policy
+from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
+from schemas.codec import describe
+from schemas.topics import ACTUATIONS, CATALOGUE, CLUSTER_STATE
+from streams.services.actuator import ActuatorProcessor, DryRunBackend
+from streams.services.forecaster import ForecasterProcessor, SeasonalNaiveSource
+from streams.services.observe import ServiceMetrics
+from streams.services.optimizer import DecisionHook, OptimizerProcessor
+from streams.services.runtime import Processor, ServiceRuntime, read_topic_to_end
+from streams.services.state import StateProcessor, restore_fold
+
+log = logging.getLogger(__name__)
+
+SERVICES = ("collector", "state", "forecaster", "optimizer", "actuator")
+
+
+class WallClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def ensure_topics(bootstrap: str, prefix: str = "") -> None:
+    """Create every catalogue topic (under ``prefix``) that is missing; safe to call again."""
+    from streams.topics_admin import ensure_topics as create
+    from streams.topics_admin import prefixed
+
+    create(bootstrap, [prefixed(t, prefix) for t in CATALOGUE], tolerate_config_errors=True)
+
+
+def default_seed(settings: Settings) -> ClusterState:
+    """A small cluster when no cluster_spec is configured: two pools and one service."""
+    return ClusterState(
+        cluster=settings.cluster,
+        as_of=datetime(1970, 1, 1, tzinfo=UTC),
+        step_s=settings.step_s,
+        pools=[
+            PoolState(name="a100", gpu_type="A100", gpus_total=32, gpus_available=32, gpus_per_node=8),
+            PoolState(name="t4", gpu_type="T4", gpus_total=16, gpus_available=16, gpus_per_node=4),
+        ],
+        services=[ServiceState(spec=ServiceSpec(service="inference"))],
+    )
+
+
+def load_seed(settings: Settings) -> ClusterState:
+    """The cluster the state service starts from: ``cluster_spec`` (YAML or JSON), or the default."""
+    path = settings.cluster_spec
+    if path is None:
+        return default_seed(settings)
+    try:
+        data: Any = yaml.safe_load(Path(path).read_text())
+        data = {
+            "cluster": settings.cluster,
+            "step_s": settings.step_s,
+            "as_of": "1970-01-01T00:00:00Z",
+            **(data or {}),
+        }
+        return ClusterState.model_validate_json(json.dumps(data, default=str))
+    except yaml.YAMLError as exc:
+        raise SettingsError(
+            f"setting cluster_spec [EBBTIDE_CLUSTER_SPEC]: {path} is not YAML: {exc}"
+        ) from None
+    except ValueError as exc:
+        detail = describe(exc) if hasattr(exc, "errors") else str(exc)  # type: ignore[arg-type]
+        raise SettingsError(f"setting cluster_spec [EBBTIDE_CLUSTER_SPEC]: {path}: {detail}") from None
+
+
+def default_policy(settings: Settings) -> Policy:
+    """The ebbtide planner when it is installed, else the fifo baseline so the loop still runs."""
+    try:
+        from optimizer.planner import PlannerPolicy
+    except ImportError:
+        from simulator.policies.fifo import FifoPolicy
+
+        log.warning("optimizer.planner is not available: planning with the fifo baseline")
+        return FifoPolicy()
+    return PlannerPolicy(name="ebbtide")
+
+
+def default_forecast_source(settings: Settings) -> ForecastSource:
+    """The forecaster's model bank (refits inline when due), else the seasonal-naive floor."""
+    try:
+        from forecaster.source import BankForecastSource
+    except ImportError:
+        return SeasonalNaiveSource(horizon_steps=settings.horizon_steps)
+    return BankForecastSource(horizon_s=settings.horizon_steps * settings.step_s)
+
+
+@dataclass
+class Parts:
+    """What a service may have injected instead of the defaults (the demo and tests use this)."""
+
+    clock: Clock | None = None
+    seed: ClusterState | None = None
+    policy: Policy | None = None
+    forecast_source: ForecastSource | None = None
+    backend: Actuator | None = None
+    backend_name: str = "dry-run"
+    on_decision: DecisionHook | None = None
+    replan_on_events: bool = True
+
+
+def build_processor(service: str, settings: Settings, parts: Parts) -> Processor:
+    bootstrap = settings.kafka.bootstrap_servers
+    if service == "state":
+        seed = parts.seed or load_seed(settings)
+        restored = read_topic_to_end(bootstrap, CLUSTER_STATE, idle_s=0.5, prefix=settings.kafka.topic_prefix)
+        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps)
+        return StateProcessor(
+            fold=fold,
+            clock=parts.clock or WallClock(),
+            last_published=latest,
+            replan_on_events=parts.replan_on_events,
+            high_priority_weight=settings.state.high_priority_weight,
+            drift_band=settings.forecaster.drift_band,
+        )
+    if service == "forecaster":
+        source = parts.forecast_source or default_forecast_source(settings)
+        return ForecasterProcessor(source=source, drift_band=settings.forecaster.drift_band)
+    if service == "optimizer":
+        return OptimizerProcessor(
+            policy=parts.policy or default_policy(settings),
+            forecast_wait_s=settings.optimizer.forecast_wait_s,
+            on_decision=parts.on_decision,
+            cluster=settings.cluster,
+        )
+    if service == "actuator":
+        processor = ActuatorProcessor(
+            backend=parts.backend or DryRunBackend(), backend_name=parts.backend_name
+        )
+        processor.remember(
+            read_topic_to_end(bootstrap, ACTUATIONS, idle_s=0.5, prefix=settings.kafka.topic_prefix)
+        )
+        return processor
+    raise SettingsError(f"service {service!r}: not one of {', '.join(SERVICES)}")
+
+
+CLUSTER_SCOPED = ("state", "optimizer")
+"""Services whose inputs are not all keyed by cluster: one consumer group per cluster, each
+instance reading every partition and keeping its own cluster. The forecaster (cluster-state) and
+the actuator (allocations) read topics keyed by cluster: one group, partitions shared."""
+
+
+def group_id_for(service: str, settings: Settings) -> str:
+    base = f"{settings.kafka.group_prefix}.{service}"
+    return f"{base}.{settings.cluster}" if service in CLUSTER_SCOPED else base
+
+
+def build_runtime(
+    service: str,
+    settings: Settings,
+    parts: Parts | None = None,
+    transactions: bool = False,
+    metrics: EbbtideMetrics | None = None,
+) -> ServiceRuntime:
+    """One service; with ``metrics`` it records loop events on them (``ebbtide run`` passes METRICS)."""
+    parts = parts or Parts()
+    if metrics is not None and service == "optimizer" and parts.on_decision is None:
+        recorder = metrics
+
+        def record(decision: Decision, state: ClusterState, seconds: float) -> None:
+            recorder.record_decision(decision, seconds, state)
+
+        parts = dataclasses.replace(parts, on_decision=record)
+    processor = build_processor(service, settings, parts)
+    kafka = settings.kafka
+    group_id = group_id_for(service, settings)
+    observe = ServiceMetrics(metrics, service, group_id) if metrics is not None else None
+    use_tx = service == "optimizer" and (
+        settings.optimizer.transactions == "on"
+        or (settings.optimizer.transactions == "auto" and transactions)
+    )
+    return ServiceRuntime(
+        processor=processor,
+        bootstrap=kafka.bootstrap_servers,
+        group_id=group_id,
+        observe=observe,
+        batch_size=kafka.batch_size,
+        poll_timeout_s=kafka.poll_timeout_s,
+        session_timeout_ms=kafka.session_timeout_ms,
+        heartbeat_interval_ms=kafka.heartbeat_interval_ms,
+        transactional=use_tx,
+        transactional_id=f"{kafka.group_prefix}.{service}.{settings.cluster}" if use_tx else None,
+        topic_prefix=kafka.topic_prefix,
+    )
+
+
+def run_threads(
+    runtimes: dict[str, ServiceRuntime],
+    stop: threading.Event,
+    on_error: Callable[[str, BaseException], None] | None = None,
+) -> list[threading.Thread]:
+    """Run each runtime in its own daemon thread until ``stop`` is set."""
+    threads = []
+    for name, runtime in runtimes.items():
+
+        def target(rt: ServiceRuntime = runtime, label: str = name) -> None:
+            try:
+                rt.run(stop)
+            except BaseException as exc:  # report and let the caller stop the rest
+                log.exception("service %s failed", label)
+                if on_error is not None:
+                    on_error(label, exc)
+
+        thread = threading.Thread(target=target, name=f"ebbtide-{name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    return threads

@@ -1,0 +1,66 @@
+"""Small builders of cluster snapshots for the loop's tests (real schema objects, no mocks)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from schemas import ClusterState, JobSpec, JobState, JobStatus, PoolState, ServiceSpec, ServiceState
+
+T0 = datetime(2026, 1, 5, 0, 0, tzinfo=UTC)
+STEP_S = 900
+
+
+def at(step: int) -> datetime:
+    return T0 + timedelta(seconds=step * STEP_S)
+
+
+def spec(job_id: str, gpus: int = 2, weight: float = 1.0) -> JobSpec:
+    return JobSpec(job_id=job_id, gpus=gpus, estimated_gpu_s=gpus * 3600.0, priority_weight=weight)
+
+
+def job(
+    job_id: str,
+    status: JobStatus,
+    step: int,
+    pool: str | None = None,
+    done: float = 0.0,
+    since_ckpt: float = 0.0,
+    preemptions: int = 0,
+    started_step: int | None = None,
+) -> JobState:
+    return JobState(
+        spec=spec(job_id),
+        status=status,
+        submitted_at=at(step),
+        pool=pool,
+        started_at=at(started_step) if started_step is not None else None,
+        done_gpu_s=done,
+        since_checkpoint_gpu_s=since_ckpt,
+        preemptions=preemptions,
+    )
+
+
+def cluster(
+    step: int,
+    jobs: list[JobState] | None = None,
+    history: list[float] | None = None,
+    available: int = 16,
+    replicas: dict[str, int] | None = None,
+) -> ClusterState:
+    return ClusterState(
+        cluster="c1",
+        as_of=at(step),
+        step_s=STEP_S,
+        pools=[
+            PoolState(name="a100", gpu_type="A100", gpus_total=16, gpus_available=available, gpus_per_node=8),
+            PoolState(name="t4", gpu_type="T4", gpus_total=8, gpus_available=8, gpus_per_node=4),
+        ],
+        services=[
+            ServiceState(
+                spec=ServiceSpec(service="chat"),
+                replicas=replicas or {},
+                demand_history=list(history or []),
+            )
+        ],
+        jobs=jobs or [],
+    )

@@ -1,0 +1,181 @@
+"""A running loop for the integration tests: the four consumer services as threads on a real broker.
+
+Each test gets its own topic prefix and consumer groups, a manual clock it moves step by step,
+the fifo baseline as the policy (fast and deterministic) and a dry-run actuator backend that
+counts what it applied.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from confluent_kafka import Producer
+from prometheus_client import CollectorRegistry
+
+from ebbtide.metrics import EbbtideMetrics
+from ebbtide.settings import Settings, load_settings
+from schemas import ClusterState
+from schemas.codec import encode
+from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from simulator.policies.fifo import FifoPolicy
+from streams.services.actuator import DryRunBackend
+from streams.services.runtime import ServiceRuntime
+from streams.services.wiring import Parts, build_runtime, ensure_topics
+from streams.state_diff import events_between, seed_of
+
+
+class ManualClock:
+    def __init__(self, when: datetime) -> None:
+        self.when = when
+
+    def now(self) -> datetime:
+        return self.when
+
+
+@dataclass
+class Loop:
+    bootstrap: str
+    prefix: str
+    seed: ClusterState
+    clock: ManualClock
+    transactions: bool
+    backend: DryRunBackend = field(default_factory=DryRunBackend)
+    runtimes: dict[str, ServiceRuntime] = field(default_factory=dict)
+    threads: dict[str, tuple[threading.Thread, threading.Event]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    stopped: dict[str, ServiceRuntime] = field(default_factory=dict)
+    metrics: EbbtideMetrics = field(default_factory=lambda: EbbtideMetrics(CollectorRegistry()))
+
+    @property
+    def settings(self) -> Settings:
+        return load_settings(
+            cluster=self.seed.cluster,
+            step_s=self.seed.step_s,
+            horizon_steps=8,
+            metrics_enabled=False,
+            kafka={
+                "bootstrap_servers": self.bootstrap,
+                "topic_prefix": self.prefix,
+                "group_prefix": self.prefix,
+                "session_timeout_ms": 6000,
+                "poll_timeout_s": 0.1,
+            },
+            optimizer={"transactions": "on" if self.transactions else "off", "forecast_wait_s": 1.0},
+        )
+
+    def start(self, name: str) -> None:
+        parts = Parts(
+            clock=self.clock,
+            seed=self.seed,
+            policy=FifoPolicy(),
+            backend=self.backend,
+            replan_on_events=False,
+        )
+        runtime = build_runtime(
+            name, self.settings, parts, transactions=self.transactions, metrics=self.metrics
+        )
+        stop = threading.Event()
+
+        def loop() -> None:
+            try:
+                while not stop.is_set():
+                    runtime.poll_once()
+            except Exception as exc:  # recorded: a test fails if any service crashed
+                self.errors.append(f"{name}: {exc!r}")
+
+        thread = threading.Thread(target=loop, daemon=True, name=f"test-{name}")
+        thread.start()
+        self.runtimes[name] = runtime
+        self.threads[name] = (thread, stop)
+
+    def process_env(self) -> dict[str, str]:
+        """The same settings as the in-process services, as a separately started service reads them."""
+        return {
+            **os.environ,
+            "EBBTIDE_CLUSTER": self.seed.cluster,
+            "EBBTIDE_STEP_S": str(self.seed.step_s),
+            "EBBTIDE_HORIZON_STEPS": "8",
+            "EBBTIDE_METRICS_ENABLED": "false",
+            "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": self.bootstrap,
+            "EBBTIDE_KAFKA__TOPIC_PREFIX": self.prefix,
+            "EBBTIDE_KAFKA__GROUP_PREFIX": self.prefix,
+            "EBBTIDE_KAFKA__POLL_TIMEOUT_S": "0.1",
+            "EBBTIDE_OPTIMIZER__TRANSACTIONS": "on" if self.transactions else "off",
+            "EBBTIDE_OPTIMIZER__FORECAST_WAIT_S": "1.0",
+        }
+
+    def start_process(self, name: str) -> subprocess.Popen[bytes]:
+        """``ebbtide run <name>`` as its own process (so a test can really kill it)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "ebbtide.cli", "run", name],
+            env=self.process_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stop(self, name: str, graceful: bool = True) -> None:
+        thread, stop = self.threads.pop(name)
+        stop.set()
+        thread.join(timeout=20)
+        runtime = self.runtimes.pop(name)
+        self.stopped[name] = runtime
+        if graceful:
+            runtime.close()
+
+    def start_all(self) -> None:
+        ensure_topics(self.bootstrap, self.prefix)
+        for name in ("state", "forecaster", "optimizer", "actuator"):
+            self.start(name)
+
+    def stop_all(self) -> None:
+        for name in list(self.threads):
+            self.stop(name)
+        assert not self.errors, f"a service crashed: {self.errors}"
+
+    def feed(self, previous: ClusterState | None, current: ClusterState) -> int:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all"})
+        jobs, demand, gpus = events_between(previous, current)
+        count = 0
+        for source, events in ((JOB_EVENTS, jobs), (DEMAND_SAMPLES, demand), (GPU_SAMPLES, gpus)):
+            for event in events:
+                producer.produce(self.prefix + source.name, encode(event), key=event.key.encode())
+                count += 1
+        assert producer.flush(30) == 0
+        return count
+
+    def plans_done(self) -> set[str]:
+        """Plans the actuator has acted on (an empty plan has no target but is done too)."""
+        runtime = self.runtimes.get("actuator") or self.stopped.get("actuator")
+        return set(runtime.processor.plans_done) if runtime is not None else set()
+
+    def applied_plans(self) -> Counter[str]:
+        return Counter(
+            plan for plan, target in self.backend.applied if target.startswith(("job/", "service/"))
+        )
+
+
+def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def new_loop(bootstrap: str, prefix: str, first: ClusterState, transactions: bool) -> Loop:
+    # The clock starts a step early: the first snapshot (published at start) precedes the first events.
+    return Loop(
+        bootstrap=bootstrap,
+        prefix=prefix,
+        seed=seed_of(first),
+        clock=ManualClock(first.as_of - timedelta(seconds=first.step_s)),
+        transactions=transactions,
+    )

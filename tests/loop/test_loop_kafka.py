@@ -1,0 +1,207 @@
+"""The loop over Apache Kafka, end to end (marker ``kafka``, the session's ``kafka_broker``).
+
+Job and demand events in, Allocations and ActuationResults out; the optimizer killed mid-step
+and restarted loses no Allocation and the actuator applies none twice; thousands of bad records
+on every input topic all land in the dead-letter topic with a reason while steps keep committing.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import signal
+
+import pytest
+from confluent_kafka import Producer
+from loop_factories import cluster, job
+from loop_harness import new_loop, wait_for
+
+from schemas import ActuationResult, Allocation, DeadLetter, JobStatus
+from schemas.topics import (
+    ACTUATIONS,
+    ALLOCATIONS,
+    CLUSTER_STATE,
+    DEAD_LETTERS,
+    DEMAND_SAMPLES,
+    FORECASTS,
+    GPU_SAMPLES,
+    JOB_EVENTS,
+)
+from streams.services.runtime import read_topic_to_end
+from streams.services.wiring import ensure_topics
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+
+
+def _states(steps: int):
+    history = [2.0, 3.0]
+    states = []
+    for step in range(steps):
+        history = [*history, float(2 + step % 3)]
+        jobs = [job(f"j{i}", JobStatus.QUEUED, i) for i in range(step + 1)]
+        states.append(cluster(step, jobs, history=history))
+    return states
+
+
+def _run_steps(loop, states, start=0, timeout_s=30.0):
+    previous = states[start - 1] if start else None
+    for state in states[start:]:
+        loop.feed(previous, state)
+        # Let the state service read the step's events before the boundary passes.
+        wanted = len(state.jobs)
+        wait_for(
+            lambda n=wanted: len(loop.runtimes["state"].processor.fold.jobs) >= n,
+            what="the state service to fold the step's jobs",
+        )
+        loop.clock.when = state.as_of
+        wait_for(
+            lambda s=state: any(a.issued_at == s.as_of for a in _allocations(loop)),
+            timeout_s=timeout_s,
+            what=f"the Allocation of {state.as_of}",
+        )
+        decided = next(a for a in _allocations(loop) if a.issued_at == state.as_of)
+        wait_for(lambda p=decided.plan_id: p in loop.plans_done(), what="the actuator to apply it")
+        previous = state
+
+
+def _allocations(loop) -> list[Allocation]:
+    return [
+        e
+        for e in read_topic_to_end(loop.bootstrap, ALLOCATIONS, idle_s=0.2, prefix=loop.prefix)
+        if isinstance(e, Allocation)
+    ]
+
+
+def test_job_and_demand_events_become_allocations_and_actuations(kafka_broker, topic_prefix):
+    states = _states(3)
+    loop = new_loop(kafka_broker.bootstrap, topic_prefix, states[0], transactions=kafka_broker.transactions)
+    loop.start_all()
+    try:
+        _run_steps(loop, states)
+    finally:
+        loop.stop_all()
+    allocations = _allocations(loop)
+    assert {a.issued_at for a in allocations} >= {s.as_of for s in states}
+    last = next(a for a in allocations if a.issued_at == states[-1].as_of)
+    assert {j.job_id for j in last.jobs} == {"j0", "j1", "j2"}  # every queued job got a decision
+    assert all(j.reason for j in last.jobs)
+    results = read_topic_to_end(kafka_broker.bootstrap, ACTUATIONS, idle_s=0.3, prefix=topic_prefix)
+    applied = {(r.plan_id, r.target) for r in results if isinstance(r, ActuationResult)}
+    assert {(last.plan_id, f"job/{j.job_id}") for j in last.jobs} <= applied
+    # Every service recorded what it did on its metrics.
+    registry = loop.metrics.registry
+    assert registry.get_sample_value("ebbtide_decisions_total", {"cluster": "c1", "policy": "fifo"}) >= 3
+    for component in ("state", "forecaster", "optimizer", "actuator"):
+        assert registry.get_sample_value("ebbtide_steps_total", {"component": component, "outcome": "ok"}) > 0
+
+
+def test_optimizer_killed_mid_step_loses_no_allocation_and_nothing_is_applied_twice(
+    kafka_broker, topic_prefix
+):
+    states = _states(4)
+    loop = new_loop(kafka_broker.bootstrap, topic_prefix, states[0], transactions=kafka_broker.transactions)
+    ensure_topics(kafka_broker.bootstrap, topic_prefix)
+    for name in ("state", "forecaster", "actuator"):
+        loop.start(name)
+    optimizer = loop.start_process("optimizer")  # `ebbtide run optimizer`, a real process
+    try:
+        _run_steps(loop, states[:2], timeout_s=90)
+        # Mid-step: the step's state is published, and the optimizer is SIGKILLed while it plans.
+        loop.feed(states[1], states[2])
+        wait_for(lambda: len(loop.runtimes["state"].processor.fold.jobs) >= len(states[2].jobs))
+        loop.clock.when = states[2].as_of
+        wait_for(lambda: loop.runtimes["state"].processor.last_published.as_of == states[2].as_of)
+        optimizer.send_signal(signal.SIGKILL)
+        optimizer.wait(timeout=10)
+        optimizer = loop.start_process("optimizer")  # restarts from the last committed offsets
+        wait_for(
+            lambda: any(a.issued_at == states[2].as_of for a in _allocations(loop)),
+            timeout_s=90,
+            what="the Allocation decided after the restart",
+        )
+        _run_steps(loop, states, start=3, timeout_s=90)
+    finally:
+        if optimizer.poll() is None:
+            optimizer.terminate()
+            optimizer.wait(timeout=30)
+        loop.stop_all()
+    by_time: dict = {}
+    for allocation in _allocations(loop):
+        by_time.setdefault(allocation.issued_at, set()).add(allocation.plan_id)
+    assert {s.as_of for s in states} <= set(by_time)
+    done = loop.plans_done()
+    for state in states:  # every step's Allocation reached the actuator...
+        assert by_time[state.as_of] & done
+    # ...and each (plan, target) reached it exactly once, replays notwithstanding.
+    assert len(loop.backend.applied) == len(set(loop.backend.applied))
+
+
+BAD_RECORDS = [
+    b"not json at all",
+    b"{}",
+    b'{"schema_version": 1}',
+    b"\xff\xfe\x00garbage",
+    b'{"schema_version": 2, "cluster": "c1"}',
+    b"[1, 2, 3]",
+    b'{"cluster": "c1", "time": "yesterday"}',
+]
+
+
+def test_fuzzed_bad_records_all_dead_letter_while_steps_commit(kafka_broker, topic_prefix):
+    states = _states(3)
+    loop = new_loop(kafka_broker.bootstrap, topic_prefix, states[0], transactions=kafka_broker.transactions)
+    loop.start_all()
+    rng = random.Random(7)
+    inputs = [JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, ALLOCATIONS, CLUSTER_STATE, FORECASTS]
+    total = 10_000
+    try:
+        _run_steps(loop, states[:1])
+        producer = Producer({"bootstrap.servers": kafka_broker.bootstrap, "linger.ms": 20})
+        for i in range(total):
+            raw = rng.choice(BAD_RECORDS)
+            if rng.random() < 0.3:
+                raw = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 40)))
+            producer.produce(topic_prefix + inputs[i % len(inputs)].name, raw, key=f"bad-{i}".encode())
+            if i % 1000 == 0:
+                producer.poll(0)
+        assert producer.flush(30) == 0
+        _run_steps(loop, states, start=1)
+        wait_for(
+            lambda: (
+                sum(rt.stats.dead_lettered for rt in loop.runtimes.values())
+                >= expected_letters(total, inputs)
+            ),
+            timeout_s=90,
+            what="every bad record dead-lettered",
+        )
+    finally:
+        loop.stop_all()
+    letters = [
+        e
+        for e in read_topic_to_end(kafka_broker.bootstrap, DEAD_LETTERS, idle_s=0.5, prefix=topic_prefix)
+        if isinstance(e, DeadLetter)
+    ]
+    assert len(letters) >= expected_letters(total, inputs)
+    assert all(letter.error and letter.raw_b64 is not None for letter in letters)
+    assert {letter.source_topic for letter in letters} == {topic_prefix + t.name for t in inputs}
+    keys = {base64.b64decode(letter.key_b64).decode() for letter in letters if letter.key_b64}
+    assert keys == {f"bad-{i}" for i in range(total)}  # every bad record, none lost
+    # The loop kept committing steps while it dead-lettered.
+    assert {s.as_of for s in states} <= {a.issued_at for a in _allocations(loop)}
+
+
+def expected_letters(total: int, inputs) -> int:
+    """Every bad record is read by each service that consumes its topic.
+
+    Cluster-state, allocations and forecasts have two readers each.
+    """
+    readers = {
+        JOB_EVENTS.name: 1,
+        DEMAND_SAMPLES.name: 1,
+        GPU_SAMPLES.name: 1,
+        ALLOCATIONS.name: 2,
+        CLUSTER_STATE.name: 2,
+        FORECASTS.name: 2,
+    }
+    per_topic = total // len(inputs)
+    return sum(readers[t.name] * per_topic for t in inputs)

@@ -1,0 +1,72 @@
+"""Settings (environment over YAML over defaults; a bad one named at start) and the run commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ebbtide.settings import SettingsError, load_settings
+from streams.services.nvml_reader import NvmlUnavailable, open_nvml
+
+EBBTIDE = [sys.executable, "-m", "ebbtide.cli"]
+
+
+def test_environment_overrides_yaml_which_overrides_defaults(tmp_path: Path, monkeypatch):
+    config = tmp_path / "ebbtide.yaml"
+    config.write_text("cluster: west\nkafka:\n  bootstrap_servers: kafka:9092\n  batch_size: 10\n")
+    monkeypatch.setenv("EBBTIDE_KAFKA__BATCH_SIZE", "77")
+    settings = load_settings(config)
+    assert settings.cluster == "west"
+    assert settings.kafka.bootstrap_servers == "kafka:9092"
+    assert settings.kafka.batch_size == 77
+    assert settings.step_s == 900
+
+
+def test_a_bad_setting_is_named_with_its_environment_variable(monkeypatch):
+    monkeypatch.setenv("EBBTIDE_KAFKA__BOOTSTRAP_SERVERS", "no-port-here")
+    monkeypatch.setenv("EBBTIDE_OPTIMIZER__TRANSACTIONS", "sometimes")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    message = str(err.value)
+    assert "kafka.bootstrap_servers [EBBTIDE_KAFKA__BOOTSTRAP_SERVERS]" in message
+    assert "optimizer.transactions [EBBTIDE_OPTIMIZER__TRANSACTIONS]" in message
+
+
+def test_a_bad_config_file_is_named(tmp_path: Path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kafka: [unclosed\n")
+    with pytest.raises(SettingsError, match="--config"):
+        load_settings(broken)
+    (tmp_path / "extra.yaml").write_text("unknown_key: 1\n")
+    with pytest.raises(SettingsError, match=r"setting unknown_key \[EBBTIDE_UNKNOWN_KEY\]"):
+        load_settings(tmp_path / "extra.yaml")
+
+
+def test_run_fails_at_start_naming_the_bad_setting():
+    result = subprocess.run(
+        [*EBBTIDE, "run", "state"],
+        env={"EBBTIDE_STEP_S": "-3", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "step_s [EBBTIDE_STEP_S]" in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pynvml") is None, reason="nvidia-ml-py not installed")
+def test_collector_without_a_gpu_says_so_instead_of_a_traceback():
+    try:
+        open_nvml().nvmlShutdown()
+    except NvmlUnavailable:
+        pass
+    else:
+        pytest.skip("this machine has a GPU: the NVML path is exercised for real")
+    result = subprocess.run([*EBBTIDE, "run", "collector"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    assert "no NVIDIA driver here" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
