@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from actuators.factory import ActuatorConfig
+
 ENV_PREFIX = "EBBTIDE_"
 
 
@@ -71,8 +73,9 @@ class OptimizerSettings(_Group):
     )
 
 
-class ActuatorSettings(_Group):
-    backend: Literal["dry-run"] = "dry-run"
+ActuatorSettings = ActuatorConfig
+"""The actuator's settings are the actuators package's own config (backend, change bound, retries,
+Kubernetes and Slurm connection), so there is one definition of each setting."""
 
 
 class Settings(BaseSettings):

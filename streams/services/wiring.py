@@ -113,6 +113,15 @@ def default_forecast_source(settings: Settings) -> ForecastSource:
     return BankForecastSource(horizon_s=settings.horizon_steps * settings.step_s)
 
 
+def default_backend(settings: Settings) -> Actuator:
+    """dry-run by default; Kubernetes or Slurm through actuators/ when the settings say so."""
+    if settings.actuator.backend == "dry-run":
+        return DryRunBackend()
+    from actuators.factory import build_actuator
+
+    return build_actuator(settings.actuator, settings.cluster)
+
+
 @dataclass
 class Parts:
     """What a service may have injected instead of the defaults (the demo and tests use this)."""
@@ -153,7 +162,8 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
         )
     if service == "actuator":
         processor = ActuatorProcessor(
-            backend=parts.backend or DryRunBackend(), backend_name=parts.backend_name
+            backend=parts.backend or default_backend(settings),
+            backend_name=parts.backend_name if parts.backend else settings.actuator.backend,
         )
         processor.remember(
             read_topic_to_end(bootstrap, ACTUATIONS, idle_s=0.5, prefix=settings.kafka.topic_prefix)
