@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
+from optimizer.nodes import place_gang, reserve_packed
 from schemas import (
     ActuationResult,
     Allocation,
@@ -29,7 +30,7 @@ from schemas.actuation import Outcome
 from simulator.accounting import Ledger
 from simulator.demand import demand_curve, step_means
 from simulator.jobs import LiveJob
-from simulator.pools import build_pools, place_gang, reserve_packed
+from simulator.pools import build_pools
 from simulator.scenario import Scenario
 from simulator.services import PoolCapacity, pool_physical_gpus, round_to_pool
 from simulator.snapshot import build_snapshot

@@ -4,7 +4,8 @@ Planned maintenance takes the highest-numbered nodes of a pool out for a known w
 state shows it in PoolState.windows); failures take random nodes out for a repair time and are
 not announced. Both schedules are drawn once from the scenario seed, so every policy meets the
 same outages. Gang placement is node-aware: a gang of g <= N GPUs needs one node with g free
-GPUs; a larger gang needs whole free nodes for all but its last g mod N GPUs.
+GPUs; a larger gang needs whole free nodes for all but its last g mod N GPUs. That placement rule
+is the one the planner assumes (optimizer/nodes.py), defined once there.
 """
 
 from __future__ import annotations
@@ -74,41 +75,6 @@ def build_pools(scenario: Scenario, rng: np.random.Generator, horizon_s: float) 
     for pool in pools.values():
         pool.outages.sort(key=lambda o: (o.start_s, o.node))
     return pools
-
-
-def place_gang(free: list[int], gang: int, gpus_per_node: int) -> dict[int, int] | None:
-    """Best-fit placement of a gang on per-node free GPU counts; None if it does not fit."""
-    if gang <= gpus_per_node:
-        fits = [(f, i) for i, f in enumerate(free) if f >= gang]
-        if not fits:
-            return None
-        _, node = min(fits)
-        return {node: gang}
-    whole = gang // gpus_per_node
-    rest = gang - whole * gpus_per_node
-    empty = [i for i, f in enumerate(free) if f == gpus_per_node]
-    if len(empty) < whole:
-        return None
-    placement = {i: gpus_per_node for i in empty[:whole]}
-    if rest:
-        fits = [(f, i) for i, f in enumerate(free) if f >= rest and i not in placement]
-        if not fits:
-            return None
-        placement[min(fits)[1]] = rest
-    return placement
-
-
-def reserve_packed(free: list[int], gpus: int) -> list[int]:
-    """Take ``gpus`` whole GPUs for inference from the fullest nodes first (keeps big holes free)."""
-    left = list(free)
-    need = gpus
-    for i in sorted(range(len(left)), key=lambda i: (left[i], i)):
-        if need <= 0:
-            break
-        take = min(left[i], need)
-        left[i] -= take
-        need -= take
-    return left
 
 
 def sharing_footprint(fractions: list[float], max_share: int) -> tuple[int, float]:

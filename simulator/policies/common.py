@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
+from optimizer.nodes import place_gang, reserve_packed
 from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
 from schemas import (
     Allocation,
@@ -29,7 +30,6 @@ from schemas import (
     ServiceState,
     SolverInfo,
 )
-from simulator.pools import place_gang, reserve_packed
 
 
 class PoolBook:
