@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ebbtide.metrics import EbbtideMetrics
-from schemas import ActuationResult, ClusterState, DeadLetter, DemandForecast, GpuSample, JobEvent
+from ebbtide.metrics import EbbtideMetrics, forecast_step_index
+from schemas import (
+    ActuationResult,
+    ClusterState,
+    DeadLetter,
+    DemandForecast,
+    DemandSample,
+    GpuSample,
+    JobEvent,
+)
 from schemas.base import Event
 
 
@@ -22,6 +30,9 @@ class ServiceMetrics:
     metrics: EbbtideMetrics
     component: str
     consumer_group: str
+    # latest forecast per (cluster, service), and the (forecast, step) pairs already scored
+    _forecasts: dict[tuple[str, str], DemandForecast] = field(default_factory=dict)
+    _scored: dict[tuple[str, str], tuple[object, int]] = field(default_factory=dict)
 
     def declare(self, source_topics: Iterable[str]) -> None:
         self.metrics.declare_consumer(self.component, source_topics)
@@ -33,6 +44,22 @@ class ServiceMetrics:
         for event in events:
             if isinstance(event, JobEvent):
                 self.metrics.record_job_event(event)
+            elif isinstance(event, DemandForecast):
+                self._forecasts[(event.cluster, event.service)] = event
+            elif isinstance(event, DemandSample):
+                self._score(event)
+
+    def _score(self, sample: DemandSample) -> None:
+        """Forecast error and band coverage: each forecast step is scored once, by its first sample."""
+        key = (sample.cluster, sample.service)
+        forecast = self._forecasts.get(key)
+        if forecast is None:
+            return
+        if self._scored.get(key) == (forecast.issued_at, forecast_step_index(forecast, sample.time)):
+            return
+        step = self.metrics.record_forecast_outcome(forecast, sample)
+        if step is not None:
+            self._scored[key] = (forecast.issued_at, step)
 
     def output(self, event: Event) -> None:
         if isinstance(event, ClusterState):
