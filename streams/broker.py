@@ -160,6 +160,42 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def handle_when_ready(
+    process: subprocess.Popen[bytes],
+    *,
+    bootstrap: str,
+    kind: BrokerKind,
+    transactions: bool,
+    name: str,
+    data_dir: Path,
+    log_file: Path,
+    timeout_s: float,
+    what: str,
+    stop_timeout_s: float = STOP_TIMEOUT_S,
+) -> BrokerHandle:
+    """Wait for a broker process we started to answer; stop it and raise if it never does."""
+
+    def stop() -> None:
+        stop_process_group(process.pid, timeout_s=stop_timeout_s, process=process)
+
+    try:
+        wait_ready(bootstrap, process=process, log_file=log_file, timeout_s=timeout_s, what=what)
+    except BrokerError:
+        if process.poll() is None:
+            stop_process_group(process.pid, timeout_s=min(stop_timeout_s, 5.0), process=process)
+        raise
+    return BrokerHandle(
+        bootstrap=bootstrap,
+        kind=kind,
+        transactions=transactions,
+        name=name,
+        pid=process.pid,
+        data_dir=data_dir,
+        log_file=log_file,
+        _stopper=stop,
+    )
+
+
 def stop_process_group(
     pid: int, timeout_s: float = STOP_TIMEOUT_S, process: subprocess.Popen[bytes] | None = None
 ) -> None:

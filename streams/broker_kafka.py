@@ -23,11 +23,10 @@ from streams.broker import (
     BrokerHandle,
     cache_root,
     free_port,
+    handle_when_ready,
     log_tail,
     port_is_free,
-    stop_process_group,
     stop_with_parent,
-    wait_ready,
 )
 from streams.kafka_jars import ensure_jars
 
@@ -245,30 +244,16 @@ def start_local_kafka(
         )
     bootstrap = f"127.0.0.1:{client_port}"
 
-    def stop() -> None:
-        stop_process_group(process.pid, process=process)
-
-    try:
-        wait_ready(
-            bootstrap,
-            process=process,
-            log_file=broker_log,
-            timeout_s=ready_timeout_s,
-            what=f"Apache Kafka {name!r}",
-        )
-    except BrokerError:
-        if process.poll() is None:
-            stop_process_group(process.pid, timeout_s=5.0, process=process)
-        raise
-    return BrokerHandle(
+    return handle_when_ready(
+        process,
         bootstrap=bootstrap,
         kind="kafka",
         transactions=True,
         name=name,
-        pid=process.pid,
         data_dir=data_dir,
         log_file=broker_log,
-        _stopper=stop,
+        timeout_s=ready_timeout_s,
+        what=f"Apache Kafka {name!r}",
     )
 
 

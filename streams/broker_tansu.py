@@ -15,9 +15,8 @@ from streams.broker import (
     BrokerHandle,
     cache_root,
     free_port,
-    stop_process_group,
+    handle_when_ready,
     stop_with_parent,
-    wait_ready,
 )
 
 
@@ -75,24 +74,15 @@ def start_tansu(
         )
     bootstrap = f"127.0.0.1:{port}"
 
-    def stop() -> None:
-        stop_process_group(process.pid, timeout_s=5.0, process=process)
-
-    try:
-        wait_ready(
-            bootstrap, process=process, log_file=broker_log, timeout_s=ready_timeout_s, what=f"Tansu {name!r}"
-        )
-    except BrokerError:
-        if process.poll() is None:
-            stop_process_group(process.pid, timeout_s=2.0, process=process)
-        raise
-    return BrokerHandle(
+    return handle_when_ready(
+        process,
         bootstrap=bootstrap,
         kind="tansu",
         transactions=False,
         name=name,
-        pid=process.pid,
         data_dir=data_dir,
         log_file=broker_log,
-        _stopper=stop,
+        timeout_s=ready_timeout_s,
+        what=f"Tansu {name!r}",
+        stop_timeout_s=5.0,
     )
