@@ -53,8 +53,14 @@ def default_data_dir(name: str) -> Path:
 
 
 def _new_cluster_id() -> str:
-    """Kafka's cluster id format: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    """Kafka's cluster id format: 16 random bytes, URL-safe base64 without padding.
+
+    Like Kafka's own ``Uuid.randomUuid``, never one that starts with '-': the storage tool's
+    argument parser would read it as an option (1 start in 64 failed that way)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _choose_ports(data_dir: Path, port: int | None) -> tuple[int, int]:
