@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemons import stop_daemon
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build_kube_apiserver.sh"
 CACHE_DIR = Path(os.environ.get("EBBTIDE_CACHE_DIR", Path.home() / ".cache" / "ebbtide")) / "kube" / "bin"
@@ -155,15 +157,7 @@ class KubeCluster:
             self._stop(name)
 
     def _stop(self, name: str) -> None:
-        proc = self.processes.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_daemon(self.processes, name, timeout_s=15)
 
     def configuration(self, token: str):  # type: ignore[no-untyped-def]
         from kubernetes import client
