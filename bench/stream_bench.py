@@ -1,16 +1,20 @@
 """Stream benchmarks (``ebbtide bench-stream``): telemetry ingest rate and event-to-Allocation latency.
 
-Both run against a local embedded broker (Tansu) started here and stopped at the end.
+All run against a local embedded broker (Tansu) started here and stopped at the end.
 
 - ingest: N GpuSamples are produced to the telemetry topic, then the state service's runtime
-  (batch consume, one validation call per batch, fold) reads them all; events/s = N / wall time.
+  (batch consume, strict validation of each record, bulk fold of the telemetry) reads them all;
+  events/s = N / wall time.
 - event to allocation: with the loop's services running as threads, a high-priority job is
   submitted; the state service re-plans at once; the time from producing the JobEvent to the
   Allocation that decides that job appearing on the allocations topic, minus the policy's own
   decide time (the solve), is one sample.
+- memory per service (bench/service_memory.py, once): state, forecaster, optimizer and actuator
+  each as its own ``ebbtide run`` process under a steady load; the peak RSS (VmHWM) of each.
 
-Targets (ARCHITECTURE: bench, not tests): ingest >= 100k events/s per process; p99 <= 500 ms.
-Reports medians over ``runs`` and the process's peak RSS (resource.getrusage).
+Targets (ARCHITECTURE: bench, not tests): ingest >= 100k events/s per process; p99 <= 500 ms;
+<= 300 MiB per service. Reports medians over ``runs``, each service's peak RSS, and this
+process's own peak RSS (resource.getrusage).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from confluent_kafka import Consumer, Producer
 from rich.console import Console
 from rich.table import Table
 
+from bench.service_memory import ServiceMemory, service_memory_run
 from ebbtide.settings import Settings, load_settings
 from schemas import (
     Allocation,
@@ -219,12 +224,28 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+SERVICE_RSS_TARGET_MIB = 300.0
+
+
 def main(
-    events: int = 200_000, runs: int = 3, json_path: Path | None = None, latency_samples: int = 100
+    events: int = 200_000,
+    runs: int = 3,
+    json_path: Path | None = None,
+    latency_samples: int = 100,
+    memory_s: float = 15.0,
 ) -> int:
     console = Console()
     broker = start_tansu("bench-stream")
     try:
+        with console.status(f"memory: each service as its own process, {memory_s:.0f} s of steady load..."):
+            memory = service_memory_run(broker.bootstrap, seconds=memory_s)
+        for failure in memory.failures:
+            console.print(failure, style="red", markup=False, highlight=False)
+        console.print(
+            f"memory: {memory.seconds:.0f} s steady, {memory.telemetry_events:,} GpuSamples, "
+            f"{memory.allocations} allocations; peak RSS "
+            + ", ".join(f"{name} {mib:.0f} MiB" for name, mib in memory.peak_rss_mib.items())
+        )
         rates, p50s, p99s = [], [], []
         for run in range(runs):
             with console.status(f"run {run + 1}/{runs}: ingest of {events:,} GpuSamples..."):
@@ -245,7 +266,10 @@ def main(
         "ingest_events_per_s": statistics.median(rates),
         "event_to_allocation_ms_p50": statistics.median(p50s),
         "event_to_allocation_ms_p99": statistics.median(p99s),
-        "peak_rss_mib": peak_rss_mib(),
+        "service_peak_rss_mib": {name: round(mib, 1) for name, mib in memory.peak_rss_mib.items()},
+        "service_memory_steady_s": round(memory.seconds, 1),
+        "service_memory_allocations": memory.allocations,
+        "bench_process_peak_rss_mib": peak_rss_mib(),
         "runs": runs,
         "events": events,
         "broker": "tansu",
@@ -265,14 +289,25 @@ def main(
         f"{result['event_to_allocation_ms_p99']:.1f} ms",
         "<= 500 ms",
     )
+    _memory_rows(table, memory)
     table.add_row(
-        "peak RSS, whole process (4 services + bench)",
-        f"{result['peak_rss_mib']:.0f} MiB",
-        "<= 300 MiB per service",
+        "peak RSS, bench process (4 services in threads + bench)",
+        f"{result['bench_process_peak_rss_mib']:.0f} MiB",
+        "",
     )
     console.print(table)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(result, indent=2))
         console.print(f"wrote {json_path}")
-    return 0
+    return 1 if memory.failures else 0
+
+
+def _memory_rows(table: Table, memory: ServiceMemory) -> None:
+    for name in ("state", "forecaster", "optimizer", "actuator"):
+        mib = memory.peak_rss_mib.get(name)
+        table.add_row(
+            f"peak RSS, {name} service (own process)",
+            f"{mib:.0f} MiB" if mib is not None else "not measured",
+            f"<= {SERVICE_RSS_TARGET_MIB:.0f} MiB",
+        )

@@ -54,6 +54,11 @@ class JobEvent(Event):
     done_gpu_s: NonNegFloat | None = Field(default=None, description="work done and kept so far")
     checkpointed_gpu_s: NonNegFloat | None = None
     message: str | None = None
+    nodes: dict[Name, PosInt] | None = Field(
+        default=None,
+        description="GPUs the job holds on each node, by node name (on started, or progress after a "
+        "move); None: not reported",
+    )
 
     @model_validator(mode="after")
     def _spec_on_submit(self) -> JobEvent:

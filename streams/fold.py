@@ -8,8 +8,11 @@ published on the compacted cluster-state topic) and applies events in any order 
   to that job, or the same (time, kind) again, is ignored, so a replayed record changes nothing.
 - DemandSamples are bucketed by step (the step that ends at or after the sample's time); a
   replayed sample overwrites its own bucket.
-- GpuSamples mark a GPU as seen at a time; a pool's available GPUs are the GPUs seen within
-  ``stale_after_s`` of ``as_of`` (capped by its total), once the pool has reported at all.
+- GpuSamples mark a GPU (of a node) as seen at a time; only the latest time per GPU is kept. A
+  pool's available GPUs are the GPUs seen within ``stale_after_s`` of ``as_of`` (capped by its
+  total), once the pool has reported at all; its nodes (``node_names``) are the nodes with such a
+  GPU, and ``free_gpus_by_node`` is each node's fresh GPUs less those running jobs hold there
+  (``JobState.nodes``, from the ``nodes`` of started/progress JobEvents).
 - Allocations set the services' running replicas (the latest decision wins).
 
 No I/O, no clock reads: ``snapshot(as_of)`` is given the time.
@@ -18,6 +21,7 @@ No I/O, no clock reads: ``snapshot(as_of)`` is given the time.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -88,6 +92,7 @@ class ClusterFold:
     jobs: dict[str, _JobRecord] = field(default_factory=dict)
     demand: dict[str, dict[int, float]] = field(default_factory=dict)
     gpu_seen: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    gpu_node: dict[str, dict[str, str]] = field(default_factory=dict)
     replicas: dict[str, dict[str, int]] = field(default_factory=dict)
     last_allocation_at: datetime | None = None
     counters: FoldCounters = field(default_factory=FoldCounters)
@@ -129,12 +134,36 @@ class ClusterFold:
         return self._apply_allocation(event)
 
     def apply_gpu_sample(self, sample: GpuSample) -> bool:
-        seen = self.gpu_seen.setdefault(sample.pool, {})
-        previous = seen.get(sample.gpu_uuid)
-        if previous is None or sample.time > previous:
-            seen[sample.gpu_uuid] = sample.time
-        self.counters.gpu_samples += 1
-        return True
+        return self.apply_gpu_samples((sample,)) == 1
+
+    def apply_gpu_samples(self, samples: Sequence[GpuSample]) -> int:
+        """Fold a batch of telemetry (the hot path): keep the latest time and the node per GPU.
+
+        Returns how many samples were of this cluster (the others are counted as ignored).
+        """
+        cluster = self.cluster
+        gpu_seen = self.gpu_seen
+        gpu_node = self.gpu_node
+        pool_name = ""
+        seen: dict[str, datetime] = {}
+        nodes: dict[str, str] = {}
+        folded = 0
+        for sample in samples:
+            if sample.cluster != cluster:
+                continue
+            folded += 1
+            if sample.pool != pool_name:
+                pool_name = sample.pool
+                seen = gpu_seen.setdefault(pool_name, {})
+                nodes = gpu_node.setdefault(pool_name, {})
+            uuid = sample.gpu_uuid
+            previous = seen.get(uuid)
+            if previous is None or sample.time > previous:
+                seen[uuid] = sample.time
+                nodes[uuid] = sample.node
+        self.counters.gpu_samples += folded
+        self.counters.ignored += len(samples) - folded
+        return folded
 
     def _apply_demand(self, sample: DemandSample) -> bool:
         if sample.service not in self.replicas:
@@ -191,6 +220,42 @@ class ClusterFold:
         fresh = sum(1 for t in seen.values() if horizon < t <= as_of + timedelta(seconds=self.step_s))
         return min(fresh, pool.gpus_total)
 
+    def fresh_gpus_by_node(self, pool: str, as_of: datetime) -> dict[str, int]:
+        """GPUs of each node of a pool seen within ``stale_after_s`` of ``as_of`` (silent nodes left out)."""
+        seen = self.gpu_seen.get(pool)
+        if not seen:
+            return {}
+        node_of = self.gpu_node.get(pool, {})
+        horizon = as_of - timedelta(seconds=self.stale_after_s)
+        latest = as_of + timedelta(seconds=self.step_s)
+        counts: dict[str, int] = {}
+        for uuid, t in seen.items():
+            if horizon < t <= latest:
+                node = node_of[uuid]
+                counts[node] = counts.get(node, 0) + 1
+        return counts
+
+    def pool_nodes(self, pool: PoolState, as_of: datetime, jobs: Sequence[JobState]) -> PoolState:
+        """The pool with what telemetry says now: available GPUs, and nodes up with their free GPUs.
+
+        A pool that has not reported keeps its seed values. Free GPUs on a node are its fresh
+        GPUs (at most ``gpus_per_node``) less the GPUs running jobs hold there.
+        """
+        update: dict[str, object] = {"gpus_available": self.pool_available(pool, as_of)}
+        fresh = self.fresh_gpus_by_node(pool.name, as_of)
+        if fresh:
+            held: dict[str, int] = {}
+            for job in jobs:
+                if job.status == JobStatus.RUNNING and job.pool == pool.name:
+                    for node, gpus in job.nodes.items():
+                        held[node] = held.get(node, 0) + gpus
+            names = sorted(fresh)
+            update["node_names"] = names
+            update["free_gpus_by_node"] = [
+                max(min(fresh[n], pool.gpus_per_node) - held.get(n, 0), 0) for n in names
+            ]
+        return pool.model_copy(update=update)
+
     def demand_history(self, service: str, as_of: datetime) -> list[float]:
         buckets = self.demand.get(service, {})
         if not buckets:
@@ -207,10 +272,12 @@ class ClusterFold:
         return values
 
     def snapshot(self, as_of: datetime) -> ClusterState:
-        pools = [
-            pool.model_copy(update={"gpus_available": self.pool_available(pool, as_of)})
-            for pool in self.seed.pools
+        jobs = [
+            record.state
+            for _, record in sorted(self.jobs.items())
+            if record.state is not None and not record.gone
         ]
+        pools = [self.pool_nodes(pool, as_of, jobs) for pool in self.seed.pools]
         services = [
             ServiceState(
                 spec=svc.spec,
@@ -218,11 +285,6 @@ class ClusterFold:
                 demand_history=self.demand_history(svc.spec.service, as_of),
             )
             for svc in self.seed.services
-        ]
-        jobs = [
-            record.state
-            for _, record in sorted(self.jobs.items())
-            if record.state is not None and not record.gone
         ]
         return ClusterState(
             cluster=self.cluster,
@@ -250,13 +312,19 @@ def _next_job_state(current: JobState | None, event: JobEvent) -> JobState:
     if event.kind == JobEventKind.SUBMITTED and event.spec is not None:
         update["spec"] = event.spec
     elif event.kind == JobEventKind.STARTED:
-        update |= {"status": JobStatus.RUNNING, "pool": event.pool or current.pool, "started_at": event.time}
+        update |= {
+            "status": JobStatus.RUNNING,
+            "pool": event.pool or current.pool,
+            "started_at": event.time,
+            "nodes": dict(event.nodes or {}),
+        }
     elif event.kind == JobEventKind.PREEMPTED:
         update |= {
             "status": JobStatus.QUEUED,
             "pool": None,
             "started_at": None,
             "preemptions": current.preemptions + 1,
+            "nodes": {},
         }
     elif event.kind == JobEventKind.FINISHED:
         update["status"] = JobStatus.FINISHED
@@ -268,7 +336,10 @@ def _next_job_state(current: JobState | None, event: JobEvent) -> JobState:
         update["done_gpu_s"] = event.done_gpu_s
         checkpointed = event.checkpointed_gpu_s if event.checkpointed_gpu_s is not None else event.done_gpu_s
         update["since_checkpoint_gpu_s"] = max(event.done_gpu_s - checkpointed, 0.0)
-    if event.kind == JobEventKind.PROGRESS and event.pool is not None and current.status == JobStatus.RUNNING:
-        update["pool"] = event.pool
+    if event.kind == JobEventKind.PROGRESS and current.status == JobStatus.RUNNING:
+        if event.pool is not None and event.pool != current.pool:
+            update |= {"pool": event.pool, "nodes": {}}  # moved: its old nodes no longer hold it
+        if event.nodes is not None:
+            update["nodes"] = dict(event.nodes)
     merged = current.model_dump() | update
     return JobState.model_validate(merged, strict=False)

@@ -30,7 +30,9 @@ _GONE_STATUS = {
 }
 
 
-def _progress(job: JobState, kind: JobEventKind, time: datetime, cluster: str) -> JobEvent:
+def _progress(
+    job: JobState, kind: JobEventKind, time: datetime, cluster: str, nodes: dict[str, int] | None = None
+) -> JobEvent:
     return JobEvent(
         cluster=cluster,
         job_id=job.spec.job_id,
@@ -39,6 +41,7 @@ def _progress(job: JobState, kind: JobEventKind, time: datetime, cluster: str) -
         pool=job.pool,
         done_gpu_s=job.done_gpu_s,
         checkpointed_gpu_s=max(job.done_gpu_s - job.since_checkpoint_gpu_s, 0.0),
+        nodes=nodes,
     )
 
 
@@ -77,10 +80,17 @@ def job_events_between(previous: ClusterState | None, current: ClusterState) -> 
                 kind=JobEventKind.STARTED,
                 time=start_time,
                 pool=job.pool,
+                nodes=dict(job.nodes) or None,
             )
             events.append(started)
-        if job.done_gpu_s != old.done_gpu_s or job.since_checkpoint_gpu_s != old.since_checkpoint_gpu_s:
-            events.append(_progress(job, JobEventKind.PROGRESS, now, cluster))
+        moved = is_running and not restarted and job.nodes != old.nodes
+        if (
+            moved
+            or job.done_gpu_s != old.done_gpu_s
+            or job.since_checkpoint_gpu_s != old.since_checkpoint_gpu_s
+        ):
+            nodes = dict(job.nodes) if moved else None
+            events.append(_progress(job, JobEventKind.PROGRESS, now, cluster, nodes))
     for job_id, old in before.items():
         if job_id not in after:
             kind = _GONE_STATUS.get(old.status, JobEventKind.FINISHED)
@@ -107,8 +117,16 @@ def demand_samples_of(current: ClusterState, backfill: bool) -> list[DemandSampl
 
 
 def gpu_ids(pool: PoolState, index: int) -> tuple[str, str]:
-    """(node, gpu uuid) of a pool's ``index``-th GPU, stable across steps."""
-    node = f"{pool.name}-node-{index // pool.gpus_per_node:04d}"
+    """(node, gpu uuid) of a pool's ``index``-th available GPU, stable across steps.
+
+    Where the pool names its nodes that are up (``node_names``), the GPUs are theirs, node by
+    node; otherwise nodes are named by position.
+    """
+    node_index, slot = divmod(index, pool.gpus_per_node)
+    if node_index < len(pool.node_names):
+        node = pool.node_names[node_index]
+        return node, f"GPU-{node}-{slot:02d}"
+    node = f"{pool.name}-node-{node_index:04d}"
     return node, f"GPU-{pool.name}-{index:05d}"
 
 

@@ -3,10 +3,12 @@
 A service is a :class:`Processor`: it names its input topics and turns each decoded event into
 outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the rest:
 
-1. ``consume(num_messages=batch)``; decode each record against its topic's event type (the hot
-   topic in one TypeAdapter call over the whole batch, falling back to one by one on an error);
+1. ``consume(num_messages=batch)``; decode each run of records of one topic against its event
+   type (the topic's validator called straight over the run; on the first error the run is
+   decoded again one record at a time, so each bad record gets its own reason);
 2. a record that does not decode becomes a DeadLetter (raw bytes, key, reason) and the loop goes on;
-3. hand events to the processor, then ``on_idle`` for timers;
+3. hand events to the processor (a run of a topic in one ``on_events`` call where the processor
+   folds it in bulk, e.g. the state service's telemetry), then ``on_idle`` for timers;
 4. commit. Commit order: outputs are produced first, then input offsets are committed, so a crash
    in between replays inputs (at-least-once) and never loses one. With ``transactional`` (Apache
    Kafka) outputs and offsets commit atomically in one transaction. While the processor says
@@ -15,14 +17,13 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any, Protocol
 
 from confluent_kafka import (
@@ -34,13 +35,24 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from schemas import DeadLetter
 from schemas.base import Event
-from schemas.codec import DecodeError, decode, describe, encode
+from schemas.codec import DecodeError, describe, encode
 from schemas.topics import DEAD_LETTERS, Topic
+from streams.services.batch_decode import BatchDecoder, dead_letter, tune_gc_for_batches
 from streams.services.observe import ServiceMetrics
+from streams.services.restore import read_topic_to_end
+
+__all__ = [
+    "BatchDecoder",
+    "Outgoing",
+    "Processor",
+    "RuntimeStats",
+    "ServiceRuntime",
+    "kafka_config",
+    "read_topic_to_end",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +60,11 @@ Outgoing = tuple[Topic, Event]
 
 
 class Processor(Protocol):
+    """A service. It may also define ``on_events(source, events) -> Iterable[Outgoing] | None``:
+    a run of valid events of one topic at once (None: not handled, the runtime calls
+    ``on_event`` for each). It must not raise for valid events, or be idempotent: on a
+    ValueError the run is handed again one event at a time (each failure dead-lettered)."""
+
     name: str
     inputs: tuple[Topic, ...]
 
@@ -67,42 +84,6 @@ class RuntimeStats:
     batches: int = 0
     last_error: str | None = None
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
-
-
-def dead_letter(msg: Message, reason: str, consumer_name: str) -> DeadLetter:
-    key = msg.key()
-    return DeadLetter(
-        source_topic=msg.topic() or "unknown",
-        partition=max(msg.partition() or 0, 0),
-        offset=max(msg.offset() or 0, 0),
-        key_b64=base64.b64encode(key).decode() if key is not None else None,
-        raw_b64=base64.b64encode(msg.value() or b"").decode(),
-        error=reason[:4000] or "unreadable record",
-        consumer=consumer_name,
-        time=datetime.now(UTC),
-    )
-
-
-class BatchDecoder:
-    """Decode a batch of one topic's records: one validation call for all, per record on error."""
-
-    def __init__(self, source: Topic) -> None:
-        self.source = source
-        self._adapter: TypeAdapter[list[Any]] = TypeAdapter(list[source.event])  # type: ignore[name-defined]
-
-    def decode(self, values: Sequence[bytes | None]) -> list[Event | DecodeError]:
-        if values and all(v for v in values):
-            try:
-                return list(self._adapter.validate_json(b"[" + b",".join(values) + b"]"))  # type: ignore[arg-type]
-            except (ValidationError, ValueError):
-                pass
-        out: list[Event | DecodeError] = []
-        for raw in values:
-            try:
-                out.append(decode(self.source.event, raw))
-            except DecodeError as exc:
-                out.append(exc)
-        return out
 
 
 def kafka_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -126,6 +107,7 @@ class ServiceRuntime:
     stats: RuntimeStats = field(default_factory=RuntimeStats)
 
     def __post_init__(self) -> None:
+        tune_gc_for_batches()
         self._decoders = {self.topic_prefix + t.name: BatchDecoder(t) for t in self.processor.inputs}
         self._consumer = Consumer(
             kafka_config(
@@ -284,41 +266,16 @@ class ServiceRuntime:
 
     def poll_once(self) -> int:
         messages = self._consumer.consume(num_messages=self.batch_size, timeout=self.poll_timeout_s)
-        by_topic: dict[str, list[Message]] = {}
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    self.stats.last_error = str(err)
-                    log.warning("%s: consume error %s", self.processor.name, err)
-                continue
-            by_topic.setdefault(msg.topic() or "", []).append(msg)
-        # Keep the order of topics as they first appear in the batch (arrival order within a topic).
-        for name, batch in by_topic.items():
-            decoder = self._decoders.get(name)
-            if decoder is None:
-                continue
-            results = decoder.decode([m.value() for m in batch])
-            if self.observe is not None:
-                self.observe.inputs([r for r in results if not isinstance(r, DecodeError)])
-            source = decoder.source
-            on_event = self.processor.on_event
-            for msg, result in zip(batch, results, strict=True):
-                if isinstance(result, DecodeError):
-                    self._dead_letter(msg, str(result))
-                    continue
-                try:
-                    out = on_event(source, result)
-                    if out:
-                        self._produce(out)
-                except (ValueError, ValidationError) as exc:  # the event is valid but unusable here
-                    reason = describe(exc) if isinstance(exc, ValidationError) else str(exc)
-                    self._dead_letter(msg, f"{source.event.__name__}: {reason}")
-            positions = self.stats.positions
-            for msg in batch:  # read up to here (the demo and the benchmarks wait on it)
-                positions[(name, msg.partition() or 0)] = (msg.offset() or 0) + 1
-        self.stats.consumed += len(messages)
         if messages:
+            if any(map(Message.error, messages)):
+                messages = self._without_errors(messages)
+            # Runs of one topic in arrival order (a fetch delivers a partition's records together).
+            for name, run in groupby(messages, key=Message.topic):
+                decoder = self._decoders.get(name or "")
+                if decoder is not None:
+                    self._handle(decoder, list(run))
+            self._note_positions()
+            self.stats.consumed += len(messages)
             self._uncommitted = True
         self._produce(self.processor.on_idle())
         self._commit()
@@ -330,6 +287,64 @@ class ServiceRuntime:
         if self.on_batch is not None:
             self.on_batch(self.stats)
         return len(messages)
+
+    def _without_errors(self, messages: list[Message]) -> list[Message]:
+        kept = []
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                kept.append(msg)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                self.stats.last_error = str(err)
+                log.warning("%s: consume error %s", self.processor.name, err)
+        return kept
+
+    def _handle(self, decoder: BatchDecoder, batch: list[Message]) -> None:
+        """Decode a run of one topic's records and hand the valid events to the processor."""
+        values = list(map(Message.value, batch))
+        events = decoder.validate_all(values)
+        results: list[Event | DecodeError]
+        if events is None:  # at least one bad record: decode again one by one for the reasons
+            results = decoder.decode_each(values)
+            if self.observe is not None:
+                self.observe.inputs([r for r in results if not isinstance(r, DecodeError)])
+        else:
+            results = events  # type: ignore[assignment]
+            if self.observe is not None:
+                self.observe.inputs(events)
+        source = decoder.source
+        on_events = getattr(self.processor, "on_events", None)
+        if events is not None and on_events is not None:
+            try:
+                out = on_events(source, events)
+            except (ValueError, ValidationError):
+                out = None  # one of them is unusable here: hand them over one by one below
+            if out is not None:
+                self._produce(out)
+                return
+        on_event = self.processor.on_event
+        for msg, result in zip(batch, results, strict=True):
+            if isinstance(result, DecodeError):
+                self._dead_letter(msg, str(result))
+                continue
+            try:
+                out = on_event(source, result)
+                if out:
+                    self._produce(out)
+            except (ValueError, ValidationError) as exc:  # the event is valid but unusable here
+                reason = describe(exc) if isinstance(exc, ValidationError) else str(exc)
+                self._dead_letter(msg, f"{source.event.__name__}: {reason}")
+
+    def _note_positions(self) -> None:
+        """Read up to here, per partition (the demo and the benchmarks wait on it).
+
+        The consumer's position: the offset after the last record handed to us (or past a
+        transaction marker), one call per batch instead of a look at every record.
+        """
+        positions = self.stats.positions
+        for tp in self._consumer.position(self._consumer.assignment()):
+            if tp.offset >= 0:
+                positions[(tp.topic, tp.partition)] = tp.offset
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -351,75 +366,3 @@ class ServiceRuntime:
             # Drop the producer now (librdkafka destroys it with the last reference), so it does
             # not outlive the broker and log reconnection attempts.
             del self._producer
-
-
-def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float = 15.0) -> tuple[int, int]:
-    """(low, high) of a partition, retrying while a new topic's leader is still being elected.
-
-    When no answer comes in time, (0, 0): the caller then reads it until idle like any other.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(partition, timeout=5)
-            return int(low), int(high)
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
-                log.warning("watermarks of %s[%d]: %s", partition.topic, partition.partition, exc)
-                return 0, 0
-            time.sleep(0.2)
-
-
-def read_topic_to_end(
-    bootstrap: str, source: Topic, idle_s: float = 1.0, max_s: float = 30.0, prefix: str = ""
-) -> list[Event]:
-    """Every readable event of a topic, from the start (used to restore state at start-up).
-
-    Reads at least up to each partition's high watermark as first reported, then until nothing
-    arrives for ``idle_s`` (Tansu under-reports the high watermark, so the idle wait catches the
-    rest). An empty topic returns at once. Records that do not decode are skipped here; the live
-    consumer dead-letters them.
-    """
-    consumer = Consumer(
-        kafka_config(
-            bootstrap,
-            **{
-                "group.id": f"restore-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-            },
-        )
-    )
-    try:
-        name = prefix + source.name
-        metadata = consumer.list_topics(name, timeout=10)
-        partitions = metadata.topics[name].partitions if name in metadata.topics else {}
-        wanted: dict[int, int] = {}
-        for partition in partitions:
-            low, high = _watermarks(consumer, TopicPartition(name, partition))
-            if high > low:
-                wanted[partition] = high
-        if not wanted:
-            return []  # every partition is empty (or answered nothing): nothing to restore
-        consumer.assign([TopicPartition(name, p, 0) for p in partitions])
-        events: list[Event] = []
-        deadline = time.monotonic() + max_s
-        last_seen = time.monotonic()
-
-        def behind() -> bool:
-            # position(), not the last offset delivered: it moves past transaction markers too.
-            positions = consumer.position([TopicPartition(name, p) for p in wanted])
-            return any(tp.offset < wanted[tp.partition] for tp in positions)
-
-        while time.monotonic() < deadline and (behind() or time.monotonic() - last_seen < idle_s):
-            for msg in consumer.consume(num_messages=1000, timeout=0.2):
-                if msg.error() is not None:
-                    continue
-                last_seen = time.monotonic()
-                try:
-                    events.append(decode(source.event, msg.value()))
-                except DecodeError:
-                    continue
-        return events
-    finally:
-        consumer.close()

@@ -11,7 +11,7 @@ the events that came after it; the fold ignores replays.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -99,6 +99,14 @@ class StateProcessor:
         self._dirty = True
         if self.replan_on_events and self._urgent is None:
             self._urgent = significant(event, self.fold, self.high_priority_weight) or self._missed(event)
+        return ()
+
+    def on_events(self, source: Topic, events: Sequence[Event]) -> Iterable[Outgoing] | None:
+        """Telemetry in bulk (the hot topic: only the latest sample per GPU matters); the rest one by one."""
+        if source != GPU_SAMPLES:
+            return None
+        if self.fold.apply_gpu_samples(events):  # type: ignore[arg-type]
+            self._dirty = True
         return ()
 
     def _missed(self, event: Event) -> str | None:

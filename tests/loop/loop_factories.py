@@ -27,6 +27,7 @@ def job(
     since_ckpt: float = 0.0,
     preemptions: int = 0,
     started_step: int | None = None,
+    nodes: dict[str, int] | None = None,
 ) -> JobState:
     return JobState(
         spec=spec(job_id),
@@ -37,6 +38,28 @@ def job(
         done_gpu_s=done,
         since_checkpoint_gpu_s=since_ckpt,
         preemptions=preemptions,
+        nodes=nodes or {},
+    )
+
+
+def pool(name: str, gpus_total: int, available: int, gpus_per_node: int, jobs: list[JobState]) -> PoolState:
+    """A pool whose available GPUs fill its nodes in order (``<name>-n<i>``), as telemetry reports them;
+    each node's free GPUs are its available ones less what the running jobs hold there."""
+    up = [min(gpus_per_node, available - i) for i in range(0, available, gpus_per_node)]
+    names = [f"{name}-n{i}" for i in range(len(up))]
+    held = {n: 0 for n in names}
+    for j in jobs:
+        if j.status == JobStatus.RUNNING and j.pool == name:
+            for node, gpus in j.nodes.items():
+                held[node] += gpus
+    return PoolState(
+        name=name,
+        gpu_type=name.upper(),
+        gpus_total=gpus_total,
+        gpus_available=available,
+        gpus_per_node=gpus_per_node,
+        node_names=names,
+        free_gpus_by_node=[max(gpus - held[n], 0) for n, gpus in zip(names, up, strict=True)],
     )
 
 
@@ -51,10 +74,7 @@ def cluster(
         cluster="c1",
         as_of=at(step),
         step_s=STEP_S,
-        pools=[
-            PoolState(name="a100", gpu_type="A100", gpus_total=16, gpus_available=available, gpus_per_node=8),
-            PoolState(name="t4", gpu_type="T4", gpus_total=8, gpus_available=8, gpus_per_node=4),
-        ],
+        pools=[pool("a100", 16, available, 8, jobs or []), pool("t4", 8, 8, 4, jobs or [])],
         services=[
             ServiceState(
                 spec=ServiceSpec(service="chat"),
