@@ -29,8 +29,12 @@ def relaxed_shares(
     replicas = np.zeros((n_svc, n_pools, n_blocks))
     gpus = np.zeros((n_svc, n_pools, n_blocks))
     sp = structure.sp_pairs
-    replicas[sp[:, 0], sp[:, 1]] = x[structure.cols["R"]]
-    gpus[sp[:, 0], sp[:, 1]] = x[structure.cols["G"]]
+    r_values = x[structure.cols["R"]]
+    replicas[sp[:, 0], sp[:, 1]] = r_values
+    # dedicated pairs have no G column: their GPUs are gpr x replicas
+    shared = structure.sp_shared
+    gpus[sp[:, 0], sp[:, 1]] = r_values * inputs.svc_gpr[sp[:, 0], None]
+    gpus[sp[shared, 0], sp[shared, 1]] = x[structure.cols["G"]]
     return replicas, gpus, np.clip(share0, 0.0, 1.0), np.clip(share, 0.0, 1.0)
 
 

@@ -8,7 +8,10 @@ noted), per time block b (step 0 is block 0):
 - ``yb[j,b]``  GPUs of job j in block b >= 1 (pools aggregated; Hall rows keep it placeable)
 - ``pre[j]``   job j preempted now (0..1)
 - ``R[s,p,b]`` replicas of service s in pool p; ``G[s,p,b]`` physical GPUs under them
-  (G = gpr*R dedicated, down to gpr*R/k when k tenants time-slice one GPU);
+  (G = gpr*R dedicated, down to gpr*R/k when k tenants time-slice one GPU). Where a service
+  cannot time-slice in a pool (one tenant per GPU) the packing rows force G = gpr*R, so the
+  matrix has no G column nor packing rows there and uses gpr*R in G's place: the same model
+  in a smaller LP (about a quarter fewer rows at seed scale);
   ``up[s,p,b]`` GPUs added (lead time and churn)
 - ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
 
@@ -62,11 +65,14 @@ class ModelStructure:
     rows: dict[str, np.ndarray]  # row group -> indices
     y0_pairs: np.ndarray  # [n, 2] (job, pool) of each y0 column
     sp_pairs: np.ndarray  # [m, 2] (service, pool) of each service column row
+    sp_shared: np.ndarray  # [m] bool: the pair may time-slice (has G columns; else G = gpr*R)
     hall_sets: np.ndarray  # [F, P] bool, fixed for the structure's life
     quota_teams: tuple[str, ...]  # teams with a quota row, by name
     slot_gang: np.ndarray  # [J] what the matrix encodes now per job slot (updated in place)
     slot_hall: np.ndarray  # [J, F]
     slot_quota: np.ndarray  # [J]
+    slot_allowed: np.ndarray | None = None  # the inputs' job_allowed the matrix was built from
+    slot_team: np.ndarray | None = None  # and their job_team (same objects: same slots)
 
 
 def structure_key(inputs: PlanInputs) -> str:
@@ -177,11 +183,13 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     y0_pairs = np.argwhere(inputs.job_allowed)
     sp_pairs = np.argwhere(inputs.svc_allowed)
     n_sp = sp_pairs.shape[0]
+    shared = inputs.svc_tenants[sp_pairs[:, 0], sp_pairs[:, 1]] > 1
+    n_shared = int(np.count_nonzero(shared))
     y0 = add_cols("y0", (y0_pairs.shape[0],))
     yb = add_cols("yb", (n_jobs, n_blocks - 1))
     pre = add_cols("pre", (n_jobs,))
     r_col = add_cols("R", (n_sp, n_blocks))
-    g_col = add_cols("G", (n_sp, n_blocks))
+    g_col = add_cols("G", (n_shared, n_blocks))
     up_col = add_cols("up", (n_sp, n_blocks))
     short = add_cols("short", (n_svc, n_blocks))
     minshort = add_cols("minshort", (n_svc, n_blocks))
@@ -191,6 +199,11 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     gang = inputs.job_gang
     gpr = inputs.svc_gpr[s_of]
     rows = _Rows()
+    # Physical GPUs of each pair: its G column where it may time-slice, else gpr x its R column.
+    g_of = np.zeros((n_sp, n_blocks), dtype=np.int64)
+    g_of[shared] = g_col
+    g_of[~shared] = r_col[~shared]
+    g_scale = np.where(shared, 1.0, gpr)[:, None]
     # Gang in step 0 (sum over pools <= gang) and remaining work over the horizon.
     rows.coef(rows.add("gang0", (n_jobs,))[j0], y0, 1.0)
     r_work = rows.add("work", (n_jobs,))
@@ -213,7 +226,7 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     # Pool capacity in step 0, per pool: services' physical GPUs plus jobs.
     r_cap0 = rows.add("cap0", (n_pools,))
     rows.coef(r_cap0[p0], y0, 1.0)
-    rows.coef(r_cap0[p_of], g_col[:, 0], 1.0)
+    rows.coef(r_cap0[p_of], g_of[:, 0], g_scale[:, 0])
     # Later blocks: capacity of each pool set in the Hall family.
     sets = hall_sets(inputs.job_allowed, gang, n_pools)
     r_hall = rows.add("hall", (sets.shape[0], n_blocks - 1))
@@ -222,7 +235,7 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
         jf = np.argwhere(members)
         rows.coef(r_hall[jf[:, 1]], yb[jf[:, 0]], 1.0)
         sf = np.argwhere(sets[:, p_of])
-        rows.coef(r_hall[sf[:, 0]], g_col[sf[:, 1], 1:], 1.0)
+        rows.coef(r_hall[sf[:, 0]], g_of[sf[:, 1], 1:], g_scale[sf[:, 1]])
     # Team quotas in every block.
     quota_teams = quota_team_names(inputs)
     r_quota = rows.add("quota", (len(quota_teams), n_blocks))
@@ -236,16 +249,16 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     loss = inputs.svc_loss[s_of, p_of]
     r_cover = rows.add("cover", (n_svc, n_blocks))
     lead = np.minimum(inputs.svc_startup_s[s_of][:, None] / dur_s[None, :], 1.0)
-    rows.coef(r_cover[s_of], g_col, (1.0 + loss)[:, None])
+    rows.coef(r_cover[s_of], g_of, (1.0 + loss)[:, None] * g_scale)
     rows.coef(r_cover[s_of], r_col, (-loss * gpr)[:, None])
     rows.coef(r_cover[s_of], up_col, -lead)
     rows.coef(r_cover, short, 1.0)
-    r_pack = rows.add("pack", (n_sp, n_blocks))
-    rows.coef(r_pack, g_col, inputs.svc_tenants[s_of, p_of][:, None])
-    rows.coef(r_pack, r_col, -gpr[:, None])
-    r_dedic = rows.add("dedicated", (n_sp, n_blocks))
+    r_pack = rows.add("pack", (n_shared, n_blocks))
+    rows.coef(r_pack, g_col, inputs.svc_tenants[s_of, p_of][shared, None])
+    rows.coef(r_pack, r_col[shared], -gpr[shared, None])
+    r_dedic = rows.add("dedicated", (n_shared, n_blocks))
     rows.coef(r_dedic, g_col, 1.0)
-    rows.coef(r_dedic, r_col, -gpr[:, None])
+    rows.coef(r_dedic, r_col[shared], -gpr[shared, None])
     r_min = rows.add("min_replicas", (n_svc, n_blocks))
     rows.coef(r_min[s_of], r_col, 1.0)
     rows.coef(r_min, minshort, 1.0)
@@ -253,9 +266,9 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     rows.coef(r_max[s_of], r_col, 1.0)
     r_up = rows.add("scale_up", (n_sp, n_blocks))
     rows.coef(r_up, up_col, 1.0)
-    rows.coef(r_up, g_col, -1.0)
+    rows.coef(r_up, g_of, -g_scale)
     if n_blocks > 1:
-        rows.coef(r_up[:, 1:], g_col[:, :-1], 1.0)
+        rows.coef(r_up[:, 1:], g_of[:, :-1], g_scale)
 
     a_row = np.concatenate(rows.r) if rows.r else np.zeros(0, dtype=np.int64)
     a_col = np.concatenate(rows.c) if rows.c else np.zeros(0, dtype=np.int64)
@@ -270,11 +283,14 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
         rows=rows.groups,
         y0_pairs=y0_pairs,
         sp_pairs=sp_pairs,
+        sp_shared=shared,
         hall_sets=sets,
         quota_teams=quota_teams,
         slot_gang=gang.copy(),
         slot_hall=members,
         slot_quota=slot_quota,
+        slot_allowed=inputs.job_allowed,
+        slot_team=inputs.job_team,
     )
 
 
@@ -283,7 +299,16 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
 
     Job slots are grouped by class (optimizer/slots.py), so a job taking over a slot changes no
     coefficient but its gang's (see gang_changes); if more would change, the caller rebuilds.
+    The slot table hands out the same read-only arrays until it lays the slots out again, so the
+    same objects mean the same slots (the structure key covers the teams with a quota).
     """
+    if (
+        structure.slot_allowed is not None
+        and inputs.job_allowed is structure.slot_allowed
+        and inputs.job_team is structure.slot_team
+        and not inputs.job_allowed.flags.writeable
+    ):
+        return True
     members = hall_members(inputs.job_allowed, structure.hall_sets)
     quota = quota_rows_of_jobs(inputs, structure.quota_teams)
     return bool(

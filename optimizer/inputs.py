@@ -245,19 +245,21 @@ def build_inputs(
 
     jobs = [j for j in state.jobs if j.status in _ACTIVE]
     n_jobs = len(jobs)
-    teams = sorted({j.spec.team for j in jobs} | set(state.quotas_gpus))
+    specs = [j.spec for j in jobs]
+    teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
     team_index = {t: i for i, t in enumerate(teams)}
-    gang = np.asarray([j.spec.gpus for j in jobs], dtype=float)
-    allowed = np.zeros((n_jobs, n_pools), dtype=bool)
-    running = np.full(n_jobs, -1, dtype=np.int64)
-    remaining = np.zeros(n_jobs)
-    lost = np.zeros(n_jobs)
-    deadline_step = np.full(n_jobs, steps + 1, dtype=np.int64)
+    gang = np.asarray([spec.gpus for spec in specs], dtype=float)
     pool_names = [p.name for p in pools]
     pool_types = [p.gpu_type for p in pools]
     masks: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
-    for k, job in enumerate(jobs):
-        job_spec = job.spec
+    # One pass over the jobs into Python lists (numpy element writes are slow), arrays after.
+    mask_rows: list[np.ndarray] = []
+    running_list: list[int] = []
+    remaining_list: list[float] = []
+    lost_list: list[float] = []
+    deadline_list: list[int] = []
+    no_deadline = steps + 1
+    for job, job_spec in zip(jobs, specs, strict=True):
         restriction = (tuple(job_spec.allowed_pools), tuple(job_spec.allowed_gpu_types))
         mask = masks.get(restriction)
         if mask is None:
@@ -269,17 +271,31 @@ def build_inputs(
                 ],
                 dtype=bool,
             )
-        allowed[k] = mask
-        if job.status == JobStatus.RUNNING and job.pool in pool_index:
-            running[k] = pool_index[job.pool]
-            allowed[k, running[k]] = True
+        mask_rows.append(mask)
+        where = pool_index.get(job.pool) if job.status == JobStatus.RUNNING and job.pool is not None else None
+        running_list.append(-1 if where is None else where)
         per_step = job_spec.gpus * step_s
-        remaining[k] = max(math.ceil(job.remaining_gpu_s / per_step - 1e-9), 1) * per_step
-        lost[k] = job.since_checkpoint_gpu_s + job_spec.restart_cost_s * job_spec.gpus
-        if job_spec.deadline is not None:
-            deadline_step[k] = max(math.ceil((job_spec.deadline - now).total_seconds() / step_s), 0)
+        remaining_list.append(max(math.ceil(job.remaining_gpu_s / per_step - 1e-9), 1) * per_step)
+        lost_list.append(job.since_checkpoint_gpu_s + job_spec.restart_cost_s * job_spec.gpus)
+        deadline = job_spec.deadline
+        deadline_list.append(
+            no_deadline
+            if deadline is None
+            else max(math.ceil((deadline - now).total_seconds() / step_s), 0)
+        )
+    allowed = (
+        np.asarray(mask_rows, dtype=bool).reshape(n_jobs, n_pools)
+        if n_jobs
+        else np.zeros((0, n_pools), dtype=bool)
+    )
+    running = np.asarray(running_list, dtype=np.int64).reshape(n_jobs)
+    on = np.flatnonzero(running >= 0)
+    allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
+    remaining = np.asarray(remaining_list, dtype=float).reshape(n_jobs)
+    lost = np.asarray(lost_list, dtype=float).reshape(n_jobs)
+    deadline_step = np.asarray(deadline_list, dtype=np.int64).reshape(n_jobs)
     quota = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams])
-    weights = np.asarray([j.spec.priority_weight for j in jobs], dtype=float)
+    weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
     return PlanInputs(
         cluster=state.cluster,
         now=now,
@@ -304,18 +320,18 @@ def build_inputs(
         svc_quantile=tuple(s.spec.slo_quantile for s in services),
         svc_demand_steps=demand,
         svc_forecast_model=tuple(models),
-        job_ids=tuple(j.spec.job_id for j in jobs),
+        job_ids=tuple(spec.job_id for spec in specs),
         job_gang=gang,
         job_weight=weights,
         job_remaining_s=remaining,
         job_allowed=allowed,
         job_running_pool=running,
-        job_preemptible=np.asarray([j.spec.preemptible for j in jobs], dtype=bool),
+        job_preemptible=np.asarray([spec.preemptible for spec in specs], dtype=bool),
         job_lost_gpu_s=lost,
-        job_restart_s=np.asarray([j.spec.restart_cost_s for j in jobs], dtype=float),
+        job_restart_s=np.asarray([spec.restart_cost_s for spec in specs], dtype=float),
         job_deadline_step=deadline_step,
-        job_team=np.asarray([team_index[j.spec.team] for j in jobs], dtype=np.int64),
-        job_priority_class=tuple(j.spec.priority_class for j in jobs),
+        job_team=np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64),
+        job_priority_class=tuple(spec.priority_class for spec in specs),
         team_names=tuple(teams),
         team_quota=quota,
         max_weight=float(weights.max()) if n_jobs else 1.0,

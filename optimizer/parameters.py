@@ -86,8 +86,11 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
     r_col, g_col = cols["R"], cols["G"]
     upper[r_col] = inputs.svc_max[s_of][:, None]
     interference = config.interference_cost * w_max * dur_h[None, :]
-    cost[r_col] = interference * gpr[:, None]
-    cost[g_col] = config.service_gpu_cost * w_max * dur_h[None, :] - interference
+    gpu_cost = config.service_gpu_cost * w_max * dur_h[None, :] - interference
+    shared = structure.sp_shared
+    # where a pair cannot time-slice, G = gpr * R has no column: its cost moves onto R
+    cost[r_col] = interference * gpr[:, None] + np.where(shared, 0.0, gpr)[:, None] * gpu_cost
+    cost[g_col] = gpu_cost
     cost[cols["up"]] = config.churn_penalty_gpu * w_max
     cost[cols["short"]] = short_cost * dur_h[None, :]
     cost[cols["minshort"]] = (

@@ -53,32 +53,46 @@ class PartCache:
             self.parts.clear()
 
 
-def _block_parts(
-    inputs: PlanInputs, plan: RoundedPlan, b: int, cache: PartCache
-) -> tuple[list[ServiceCapacity], list[JobPlacement]]:
-    services: list[ServiceCapacity] = []
-    for s, p in zip(*np.nonzero(plan.svc_replicas[:, :, b] > 0), strict=True):
-        name, pool = inputs.service_names[s], inputs.pool_names[p]
-        replicas, gpus = int(plan.svc_replicas[s, p, b]), float(plan.svc_gpus[s, p, b])
-        key = ("s", name, pool, replicas, gpus)
-        part = cache.parts.get(key)
+def _service_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[list[ServiceCapacity]]:
+    """Per block, the capacity of each service in each pool it has replicas in."""
+    services: list[list[ServiceCapacity]] = [[] for _ in range(plan.svc_replicas.shape[2])]
+    on_s, on_p, on_b = np.nonzero(plan.svc_replicas > 0)
+    replicas = plan.svc_replicas[on_s, on_p, on_b].tolist()
+    gpus = plan.svc_gpus[on_s, on_p, on_b].tolist()
+    names, pools, parts = inputs.service_names, inputs.pool_names, cache.parts
+    for s, p, b, n, g in zip(on_s.tolist(), on_p.tolist(), on_b.tolist(), replicas, gpus, strict=True):
+        key = ("s", names[s], pools[p], int(n), float(g))
+        part = parts.get(key)
         if part is None:
-            part = cache.parts[key] = fast_part(
-                ServiceCapacity, service=name, pool=pool, replicas=replicas, gpus=gpus
+            part = parts[key] = fast_part(
+                ServiceCapacity, service=names[s], pool=pools[p], replicas=int(n), gpus=float(g)
             )
-        services.append(part)  # type: ignore[arg-type]
-    jobs: list[JobPlacement] = []
-    column = plan.job_pool[:, b]
-    on = np.flatnonzero(column >= 0)
+        services[b].append(part)  # type: ignore[arg-type]
+    return services
+
+
+def _job_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[list[JobPlacement]]:
+    """Per block, the placements of the jobs running in it (in job order). Each (job, pool) part
+    is looked up once per decision, however many blocks it spans."""
+    n_blocks = plan.job_pool.shape[1]
+    jobs: list[list[JobPlacement]] = [[] for _ in range(n_blocks)]
+    pool_of = plan.job_pool
+    on_j, on_b = np.nonzero(pool_of >= 0)
     parts = cache.parts
-    ids, pools, gangs = inputs.job_ids, inputs.pool_names, inputs.job_gang
-    for j, p in zip(on.tolist(), column[on].tolist(), strict=True):
-        job_key = ("j", ids[j], pools[p])
-        part = parts.get(job_key)
-        if part is None or part.gpus != int(gangs[j]):  # type: ignore[attr-defined]
-            part = parts[job_key] = fast_part(JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j]))
-        jobs.append(part)  # type: ignore[arg-type]
-    return services, jobs
+    ids, pools, gangs = inputs.job_ids, inputs.pool_names, inputs.job_gang.tolist()
+    mine: dict[tuple[int, int], JobPlacement] = {}
+    for j, b, p in zip(on_j.tolist(), on_b.tolist(), pool_of[on_j, on_b].tolist(), strict=True):
+        part = mine.get((j, p))
+        if part is None:
+            job_key = ("j", ids[j], pools[p])
+            cached = parts.get(job_key)
+            if not isinstance(cached, JobPlacement) or cached.gpus != int(gangs[j]):
+                cached = parts[job_key] = fast_part(
+                    JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j])
+                )
+            part = mine[(j, p)] = cached
+        jobs[b].append(part)
+    return jobs
 
 
 def build_horizon_plan(
@@ -95,11 +109,17 @@ def build_horizon_plan(
     cache = cache or PartCache()
     cache.trim()
     steps: list[PlanStep] = []
-    block_of = inputs.blocks.block_of_step()
-    parts = [_block_parts(inputs, plan, b, cache) for b in range(inputs.blocks.count)]
+    block_of = inputs.blocks.block_of_step().tolist()
+    job_parts = _job_parts(inputs, plan, cache)
+    service_parts = _service_parts(inputs, plan, cache)
+    step = timedelta(seconds=inputs.step_s)
+    start = inputs.now
     for t in range(inputs.horizon_steps):
-        services, jobs = parts[int(block_of[t])]
-        steps.append(fast_part(PlanStep, index=t, start=inputs.step_start(t), services=services, jobs=jobs))
+        b = block_of[t]
+        steps.append(
+            fast_part(PlanStep, index=t, start=start, services=service_parts[b], jobs=job_parts[b])
+        )
+        start = start + step
     return HorizonPlan.model_construct(
         cluster=inputs.cluster,
         plan_id=plan_id,
@@ -124,34 +144,35 @@ def build_allocation(
 ) -> Allocation:
     ctx = ReasonContext.build(inputs, plan)
     services: list[ServiceDecision] = []
-    for s in range(inputs.n_services):
-        for p in range(inputs.n_pools):
-            replicas = int(plan.svc_replicas[s, p, 0])
-            if replicas == 0 and inputs.svc_replicas_now[s, p] == 0:
-                continue
-            services.append(
-                fast_part(
-                    ServiceDecision,
-                    service=inputs.service_names[s],
-                    pool=inputs.pool_names[p],
-                    replicas=replicas,
-                    gpus=float(plan.svc_gpus[s, p, 0]),
-                    reason=ctx.service_reason(s, p),
-                )
+    replicas0 = plan.svc_replicas[:, :, 0]
+    shown = np.nonzero((replicas0 != 0) | (inputs.svc_replicas_now != 0))
+    for s, p in zip(*(i.tolist() for i in shown), strict=True):
+        services.append(
+            fast_part(
+                ServiceDecision,
+                service=inputs.service_names[s],
+                pool=inputs.pool_names[p],
+                replicas=int(replicas0[s, p]),
+                gpus=float(plan.svc_gpus[s, p, 0]),
+                reason=ctx.service_reason(s, p),
             )
+        )
     jobs: list[JobDecision] = []
+    pool0 = plan.job_pool[:, 0].tolist()
+    preempted = plan.preempted.tolist()
+    gangs = inputs.job_gang.tolist()
     for j in inputs.active_jobs().tolist():
-        p = int(plan.job_pool[j, 0])
+        p = pool0[j]
         if p >= 0:
             decision = fast_part(
                 JobDecision,
                 job_id=inputs.job_ids[j],
                 action=JobAction.RUN,
                 pool=inputs.pool_names[p],
-                gpus=int(inputs.job_gang[j]),
+                gpus=int(gangs[j]),
                 reason=ctx.run_reason(j, p),
             )
-        elif plan.preempted[j]:
+        elif preempted[j]:
             decision = fast_part(
                 JobDecision,
                 job_id=inputs.job_ids[j],

@@ -42,11 +42,23 @@ _OBJECTIVE_GROUPS = {
 }
 
 
-def objective_terms(structure: ModelStructure, params: Parameters, x: np.ndarray) -> dict[str, float]:
-    terms = {}
-    for name, groups in _OBJECTIVE_GROUPS.items():
-        idx = np.concatenate([structure.cols[g].ravel() for g in groups])
-        terms[name] = float(params.cost[idx] @ x[idx])
+def objective_columns(structure: ModelStructure) -> dict[str, np.ndarray]:
+    """The columns of each objective term (fixed for a structure's life)."""
+    return {
+        name: np.concatenate([structure.cols[g].ravel() for g in groups])
+        for name, groups in _OBJECTIVE_GROUPS.items()
+    }
+
+
+def objective_terms(
+    structure: ModelStructure,
+    params: Parameters,
+    x: np.ndarray,
+    columns: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """The objective split by term; ``columns``: objective_columns(structure), when kept."""
+    columns = columns if columns is not None else objective_columns(structure)
+    terms = {name: float(params.cost[idx] @ x[idx]) for name, idx in columns.items()}
     terms["work_value"] = -terms["work_value"]
     return terms
 
@@ -60,6 +72,7 @@ class PlannerPolicy:
         self._fingerprint = config_fingerprint(self.config)
         self._session = HighsSession()
         self._structure: ModelStructure | None = None
+        self._objective_columns: dict[str, np.ndarray] = {}
         self._slots = SlotTable()
         self._last_plan: HorizonPlan | None = None
         self._parts = PartCache()
@@ -156,6 +169,7 @@ class PlannerPolicy:
         coefficients = None
         if not reuse:
             self._structure = build_structure(inputs, key)
+            self._objective_columns = objective_columns(self._structure)
             self._session.forget()
         else:
             assert self._structure is not None
@@ -170,7 +184,7 @@ class PlannerPolicy:
         rounded = extract_plan(structure, inputs, config, outcome.x)
         self._holds = rounded.holds
         info = SolverInfo(solver="highs", status=outcome.status, time_ms=outcome.solver_ms)
-        return rounded, info, objective_terms(structure, params, outcome.x), inputs
+        return rounded, info, objective_terms(structure, params, outcome.x, self._objective_columns), inputs
 
     def _fallback(
         self,

@@ -5,6 +5,7 @@ this pool, and which forecast or constraint bound it. Pure string building from 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,16 @@ class ReasonContext:
     free0: np.ndarray  # [P]
     team_used0: np.ndarray  # [teams]
     _notes: dict[tuple[str, int], str] = field(default_factory=dict)
+    _lists: dict[str, list[Any]] = field(default_factory=dict)
+    _times: dict[int, str] = field(default_factory=dict)
+    _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
+
+    def _list(self, name: str) -> list[Any]:
+        """A job array as a Python list (formatting numpy scalars one by one is slow)."""
+        values = self._lists.get(name)
+        if values is None:
+            values = self._lists[name] = getattr(self.inputs, name).tolist()
+        return values
 
     @classmethod
     def build(cls, inputs: PlanInputs, plan: RoundedPlan) -> ReasonContext:
@@ -36,7 +47,10 @@ class ReasonContext:
         return cls(inputs, plan, job_gpus0, svc_gpus0, free0, team_used0)
 
     def _hhmm(self, step: int) -> str:
-        return f"{self.inputs.step_start(step):%H:%M}"
+        text = self._times.get(step)
+        if text is None:
+            text = self._times[step] = f"{self.inputs.step_start(step):%H:%M}"
+        return text
 
     def _service_note(self, s: int) -> str:
         key = ("service", s)
@@ -94,15 +108,17 @@ class ReasonContext:
 
     def run_reason(self, j: int, p: int) -> str:
         inp = self.inputs
-        head = "run: keeps running" if inp.job_running_pool[j] == p else "run: starts"
+        kept = self._list("job_running_pool")[j] == p
+        head = "run: keeps running" if kept else "run: starts"
         text = (
-            f"{head} in pool {inp.pool_names[p]} ({inp.job_gang[j]:.0f} GPUs, weight "
-            f"{inp.job_weight[j]:g}, class {inp.job_priority_class[j]}); "
-            f"{inp.job_remaining_s[j] / 3600:.1f} GPU-h left"
+            f"{head} in pool {inp.pool_names[p]} ({self._list('job_gang')[j]:.0f} GPUs, weight "
+            f"{self._list('job_weight')[j]:g}, class {inp.job_priority_class[j]}); "
+            f"{self._list('job_remaining_s')[j] / 3600:.1f} GPU-h left"
         )
-        if inp.job_deadline_step[j] <= inp.horizon_steps:
-            text += f"; deadline {self._hhmm(int(inp.job_deadline_step[j]))}"
-        if inp.job_running_pool[j] != p:
+        deadline = int(self._list("job_deadline_step")[j])
+        if deadline <= inp.horizon_steps:
+            text += f"; deadline {self._hhmm(deadline)}"
+        if not kept:
             text += f"; plan share now {self.plan.job_share0[j, p]:.2f}; {self.pool_note(p)}"
         return text
 
@@ -115,32 +131,49 @@ class ReasonContext:
             "(since checkpoint plus restart)"
         )
 
+    def _first_planned_block(self) -> list[Any]:
+        """Per job, the first block the plan runs it in (-1: none), for every job at once."""
+        first = self._lists.get("first_planned_block")
+        if first is None:
+            planned = self.plan.job_pool >= 0
+            at = np.argmax(planned, axis=1) if planned.size else np.zeros(planned.shape[0], dtype=np.int64)
+            first = self._lists["first_planned_block"] = np.where(planned.any(axis=1), at, -1).tolist()
+        return first
+
+    def _best_pool(self, j: int) -> int:
+        """The allowed pool with most free GPUs in step 0 (-1: none allowed); one per allowed set."""
+        key = ("best", self.inputs.job_allowed[j].tobytes())
+        best = self._best.get(key)
+        if best is None:
+            allowed = np.flatnonzero(self.inputs.job_allowed[j])
+            best = self._best[key] = int(allowed[np.argmax(self.free0[allowed])]) if allowed.size else -1
+        return best
+
     def hold_reason(self, j: int) -> str:
         inp, plan = self.inputs, self.plan
-        allowed = np.flatnonzero(inp.job_allowed[j])
-        if allowed.size == 0:
+        best = self._best_pool(j)
+        if best < 0:
             return "held: no pool matches the job's allowed pools and GPU types"
-        if inp.job_remaining_s[j] <= 0:
+        if self._list("job_remaining_s")[j] <= 0:
             return "held: no work left by its own estimate"
         team = int(inp.job_team[j])
-        later = np.flatnonzero(plan.job_pool[j] >= 0)
-        if later.size:
-            b = int(later[0])
+        b = int(self._first_planned_block()[j])
+        if b >= 0:
             step = int(inp.blocks.first_step[b])
             when = f"planned to start at {self._hhmm(step)} in pool {inp.pool_names[plan.job_pool[j, b]]}"
         else:
             when = "not planned to start within the horizon"
-        if self.team_used0[team] + inp.job_gang[j] > inp.team_quota[team] + EPS:
+        gang = self._list("job_gang")[j]
+        if self.team_used0[team] + gang > inp.team_quota[team] + EPS:
             return (
                 f"held: team {inp.team_names[team]} is at its quota of {inp.team_quota[team]:.0f} GPUs "
                 f"({self.team_used0[team]:.0f} in use); {when}"
             )
-        best = allowed[np.argmax(self.free0[allowed])]
-        if self.free0[best] + EPS < inp.job_gang[j]:
-            bound = f"needs a gang of {inp.job_gang[j]:.0f} GPUs; {self.pool_note(int(best))}"
+        if self.free0[best] + EPS < gang:
+            bound = f"needs a gang of {gang:.0f} GPUs; {self.pool_note(best)}"
         else:
             bound = (
                 f"{self.free0[best]:.0f} GPUs are free in pool {inp.pool_names[best]} now but the plan "
-                f"keeps them for coming demand or work of higher value; {self.pool_note(int(best))}"
+                f"keeps them for coming demand or work of higher value; {self.pool_note(best)}"
             )
         return f"held: {when}; {bound}"

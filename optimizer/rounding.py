@@ -105,6 +105,7 @@ def round_jobs(
     remaining_list = remaining.tolist()
     for b in range(1, n_blocks):
         cap = free[:, b].tolist()
+        cap_max: float | None = max(cap, default=0.0)  # no pool fits a gang above it (None: recount)
         team_used_list = [0.0] * len(quota_list)
         prev = job_pool[:, b - 1]
         idx = np.flatnonzero(share[:, b] > EPS)
@@ -120,6 +121,10 @@ def round_jobs(
                 continue
             p = prev_list[j]
             if p < 0 or cap[p] + EPS < g:
+                if cap_max is None:
+                    cap_max = max(cap)
+                if cap_max + EPS < g:
+                    continue
                 p = -1
                 best = -1.0
                 if j not in allowed_pools:
@@ -130,6 +135,7 @@ def round_jobs(
                 if p < 0:
                     continue
             cap[p] -= g
+            cap_max = None
             team_used_list[t] += g
             placed_pool[j] = p
             remaining_list[j] -= g * dur

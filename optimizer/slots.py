@@ -40,13 +40,26 @@ class SlotTable:
         self.members: dict[SlotClass, list[int]] = {}
         self.class_of_slot: list[SlotClass] = []
         self.team_names: tuple[str, ...] = ()
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def capacity(self) -> int:
         return len(self.class_of_slot)
 
+    def class_arrays(self, n_pools: int) -> tuple[np.ndarray, np.ndarray]:
+        """(allowed pools [slots, P], team [slots]) of every slot's class, kept until a new layout."""
+        if self._arrays is None or self._arrays[0].shape != (self.capacity, n_pools):
+            allowed = np.asarray(
+                [np.frombuffer(cls[0], dtype=bool) for cls in self.class_of_slot], dtype=bool
+            ).reshape(self.capacity, n_pools)
+            team = np.asarray([cls[1] for cls in self.class_of_slot], dtype=np.int64)
+            allowed.flags.writeable = False
+            team.flags.writeable = False
+            self._arrays = (allowed, team)
+        return self._arrays
+
     def _layout(self, counts: dict[SlotClass, int]) -> None:
-        self.members, self.class_of_slot = {}, []
+        self.members, self.class_of_slot, self._arrays = {}, [], None
         for cls in sorted(counts):
             size = counts[cls] + max(SPARE_MIN, math.ceil(SPARE_SQRT_FACTOR * math.sqrt(counts[cls])))
             start = len(self.class_of_slot)
@@ -60,6 +73,7 @@ class SlotTable:
         """Slot of each job (in the given order); lays the table out again when needed."""
         if team_names != self.team_names:  # team indices moved: classes are not comparable
             self.team_names, self.class_of_slot, self.members, self.slot_of = team_names, [], {}, {}
+            self._arrays = None
         live = dict(zip(job_ids, classes, strict=True))
         for job_id in [
             j for j in self.slot_of if j not in live or self.class_of_slot[self.slot_of[j]] != live[j]
@@ -86,10 +100,7 @@ def into_slots(inputs: PlanInputs, table: SlotTable) -> PlanInputs:
     slots = table.assign(inputs.job_ids, slot_classes(inputs), inputs.team_names)
     capacity = table.capacity
     n_pools = inputs.n_pools
-    allowed = np.asarray(
-        [np.frombuffer(cls[0], dtype=bool) for cls in table.class_of_slot], dtype=bool
-    ).reshape(capacity, n_pools)
-    team = np.asarray([cls[1] for cls in table.class_of_slot], dtype=np.int64)
+    allowed, team = table.class_arrays(n_pools)
 
     def spread(values: np.ndarray, fill: object) -> np.ndarray:
         out = np.full((capacity, *values.shape[1:]), fill, dtype=values.dtype)

@@ -52,6 +52,13 @@ def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new != old).astype(np.int32)
 
 
+def _changed_pair(
+    new_lo: np.ndarray, old_lo: np.ndarray, new_up: np.ndarray, old_up: np.ndarray
+) -> np.ndarray:
+    """Indices where either bound moved (sorted, int32 as HiGHS takes them)."""
+    return np.flatnonzero((new_lo != old_lo) | (new_up != old_up)).astype(np.int32)
+
+
 def quiet_highs() -> highspy.Highs:
     """A HiGHS instance that never prints. ``highspy.Highs()`` calls into HiGHS (to enable its
     callbacks) before an option can be set, and that first call prints the version banner on
@@ -104,17 +111,11 @@ class HighsSession:
             idx = _changed(params.cost, old.cost)
             if idx.size:
                 highs.changeColsCost(idx.size, idx, params.cost[idx])
-            idx = np.union1d(
-                _changed(params.col_lower, old.col_lower), _changed(params.col_upper, old.col_upper)
-            )
+            idx = _changed_pair(params.col_lower, old.col_lower, params.col_upper, old.col_upper)
             if idx.size:
-                idx = idx.astype(np.int32)
                 highs.changeColsBounds(idx.size, idx, params.col_lower[idx], params.col_upper[idx])
-            idx = np.union1d(
-                _changed(params.row_lower, old.row_lower), _changed(params.row_upper, old.row_upper)
-            )
+            idx = _changed_pair(params.row_lower, old.row_lower, params.row_upper, old.row_upper)
             if idx.size:
-                idx = idx.astype(np.int32)
                 highs.changeRowsBounds(  # type: ignore[attr-defined]
                     idx.size, idx, params.row_lower[idx], params.row_upper[idx]
                 )

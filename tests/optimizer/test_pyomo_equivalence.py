@@ -8,6 +8,7 @@ import math
 import random
 from datetime import timedelta
 
+import numpy as np
 import pytest
 from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
 
@@ -132,3 +133,28 @@ def test_jobs_arriving_and_leaving_keep_the_model_and_its_optimum() -> None:
         total_two = sum(two.plan.objective.values()) - 2 * two.plan.objective["work_value"]
         assert math.isclose(total_one, total_two, rel_tol=1e-6, abs_tol=1e-6)
     assert warm.session_stats()["updates"] >= 2
+
+
+def test_pairs_that_cannot_time_slice_have_no_gpu_column_and_use_whole_replicas() -> None:
+    """Where one tenant per GPU is allowed, G = gpr * R: the matrix drops G and its packing rows
+    there (the objective test above shows it is the same model); the plan reads GPUs as gpr * R."""
+    from optimizer.extract import relaxed_shares
+
+    cluster, forecasts = random_instance(5)
+    inputs = build_inputs(cluster, forecasts, NOW, CONFIG)
+    structure = build_structure(inputs)
+    pairs = structure.sp_pairs
+    shared = inputs.svc_tenants[pairs[:, 0], pairs[:, 1]] > 1
+    assert shared.any() and (~shared).any()
+    assert structure.cols["G"].shape == (int(shared.sum()), inputs.blocks.count)
+    assert structure.rows["pack"].shape[0] == int(shared.sum())
+    outcome = HighsSession().solve(structure, fill_parameters(structure, inputs, CONFIG), 30.0)
+    assert outcome.ok and outcome.x is not None
+    replicas, gpus, _, _ = relaxed_shares(structure, inputs, outcome.x)
+    s, p = pairs[~shared, 0], pairs[~shared, 1]
+    assert np.allclose(gpus[s, p], replicas[s, p] * inputs.svc_gpr[s][:, None])
+    s, p = pairs[shared, 0], pairs[shared, 1]
+    # time-sliced pairs: between gpr * R / tenants and gpr * R
+    tenants = inputs.svc_tenants[s, p][:, None]
+    assert np.all(gpus[s, p] <= replicas[s, p] * inputs.svc_gpr[s][:, None] + 1e-6)
+    assert np.all(gpus[s, p] * tenants >= replicas[s, p] * inputs.svc_gpr[s][:, None] - 1e-6)
