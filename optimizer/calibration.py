@@ -1,4 +1,4 @@
-"""BandCalibrator: each service's forecast band checked against the demand that followed.
+"""BandCalibrator: each service's forecast checked against the demand that followed.
 
 The planner covers demand at a service's SLO quantile, so a band wider than the forecast's real
 misses idles GPUs that batch work could use. Before each decision the calibrator scores the
@@ -11,6 +11,15 @@ the nowcast floor and by re-planning each step, and widening it cost more batch 
 saved SLO in the benchmark) and never below ``min_factor``. With too few scored steps the factor
 is 1. It learns only from the forecast source's own misses. Pure: the state it keeps is the
 recent forecasts; ``now`` is an argument.
+
+Level correction (error persistence): a seasonal forecast that is off now tends to stay off for
+a while (the day is busier or quieter than the days it learned from). The calibrator keeps the
+source's miss on its first step, e_t = demand_t - p50_t, and estimates from the last day how much
+of a miss is still there k steps later, phi_k = sum(e_t e_t+k) / sum(e_t^2), clipped to [0, 1]
+and non-increasing in k (0 until enough misses are scored). Each new forecast is shifted, every
+quantile alike, by phi_(h+1) x the last miss at lead h (up to ``persist_steps``), and the band
+factor above is scored on the shifted forecasts, so a band is narrowed only as far as the
+corrected forecast earns.
 """
 
 from __future__ import annotations
@@ -30,15 +39,23 @@ from schemas.forecast import quantile_level
 @dataclass(frozen=True)
 class _Issued:
     step: int  # absolute index of the forecast's first step
-    p50: np.ndarray  # [lead]
-    upper: np.ndarray  # [lead] at the SLO quantile
+    p50: np.ndarray  # [lead] after the level correction (what the plan used)
+    upper: np.ndarray  # [lead] at the SLO quantile, after the level correction
+    source_p50_first: float  # the source's own p50 for its first step
 
 
 class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
         self.ratios: deque[float] = deque(maxlen=window * lead)
+        self.misses: dict[int, float] = {}  # absolute step -> the source's miss on its first step
         self.scored_through = -1  # last absolute step whose demand was scored
+        self.window = window
+
+    def remember_miss(self, step: int, miss: float) -> None:
+        self.misses[step] = miss
+        for old in [s for s in self.misses if s <= step - self.window]:
+            del self.misses[old]
 
 
 class BandCalibrator:
@@ -50,21 +67,25 @@ class BandCalibrator:
         min_scored: int = 32,
         min_factor: float = 0.25,
         max_factor: float = 1.0,
+        persist_steps: int = 16,
     ) -> None:
         self.lead_steps = lead_steps
+        self.persist_steps = persist_steps
         self.window_steps = window_steps
         self.min_scored = min_scored
         self.min_factor = min_factor
         self.max_factor = max_factor
         self._records: dict[str, _ServiceRecord] = {}
 
-    def factors(
+    def adjust(
         self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime
-    ) -> dict[str, float]:
-        """Band factor per service (1.0 until enough of its forecasts have been scored)."""
+    ) -> tuple[dict[str, DemandForecast], dict[str, float]]:
+        """The forecasts after the level correction, and the band factor per service (1.0 until
+        enough of its forecasts have been scored). Forecasts at another step size pass unchanged."""
         step_s = state.step_s
         step_now = int(now.timestamp() // step_s)
-        out: dict[str, float] = {}
+        adjusted = dict(forecasts)
+        factors: dict[str, float] = {}
         for service in state.services:
             name = service.spec.service
             record = self._records.get(name)
@@ -75,12 +96,56 @@ class BandCalibrator:
             forecast = forecasts.get(name)
             if forecast is not None and forecast.step_s == step_s:
                 key = key if key in forecast.quantiles else "p90"
+                source_p50_first = float(forecast.curve("p50")[0])
+                forecast = adjusted[name] = self._level_corrected(record, forecast, step_now)
                 lead = min(self.lead_steps, forecast.horizon_steps)
                 p50 = np.asarray(forecast.curve("p50")[:lead], dtype=float)
                 upper = np.asarray(forecast.curve(key)[:lead], dtype=float)
-                record.issued.append(_Issued(step_now, p50, upper))
-            out[name] = self._factor(record, quantile_level(key))
-        return out
+                record.issued.append(_Issued(step_now, p50, upper, source_p50_first))
+            factors[name] = self._factor(record, quantile_level(key))
+        return adjusted, factors
+
+    def factors(
+        self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime
+    ) -> dict[str, float]:
+        """Band factor per service (see ``adjust``)."""
+        return self.adjust(state, forecasts, now)[1]
+
+    def persistence(self, record: _ServiceRecord) -> np.ndarray:
+        """phi_k for k = 1..persist_steps: how much of a first-step miss is left k steps later."""
+        phi = np.zeros(self.persist_steps)
+        misses = record.misses
+        if len(misses) < self.min_scored:
+            return phi
+        first = min(misses)
+        series = np.full(max(misses) - first + 1, np.nan)
+        series[np.fromiter(misses, dtype=np.int64) - first] = np.fromiter(misses.values(), dtype=float)
+        for k in range(1, min(self.persist_steps, series.size - 1) + 1):
+            now_miss, later_miss = series[:-k], series[k:]
+            both = ~(np.isnan(now_miss) | np.isnan(later_miss))
+            if int(both.sum()) < self.min_scored:
+                break
+            energy = float(now_miss[both] @ now_miss[both])
+            if energy > 1e-9:
+                phi[k - 1] = min(max(float(now_miss[both] @ later_miss[both]) / energy, 0.0), 1.0)
+        return np.minimum.accumulate(phi)
+
+    def _level_corrected(
+        self, record: _ServiceRecord, forecast: DemandForecast, step_now: int
+    ) -> DemandForecast:
+        last_miss = record.misses.get(step_now - 1)
+        if last_miss is None or abs(last_miss) < 1e-9:
+            return forecast
+        shift = self.persistence(record) * last_miss
+        if not shift.any():
+            return forecast
+        span = min(shift.size, forecast.horizon_steps)
+        quantiles = {}
+        for key, values in forecast.quantiles.items():
+            curve = np.asarray(values, dtype=float)
+            curve[:span] = np.maximum(curve[:span] + shift[:span], 0.0)
+            quantiles[key] = curve.tolist()
+        return forecast.model_copy(update={"quantiles": quantiles})
 
     def _score(self, record: _ServiceRecord, history: list[float], step_now: int) -> None:
         """Score every recorded forecast step whose demand the history now holds."""
@@ -90,6 +155,8 @@ class BandCalibrator:
             demand = history[len(history) - 1 - (last - step)]
             for issued in record.issued:
                 h = step - issued.step
+                if h == 0:
+                    record.remember_miss(step, demand - issued.source_p50_first)
                 if 0 <= h < issued.p50.size:
                     band = issued.upper[h] - issued.p50[h]
                     if band > 1e-6:

@@ -49,6 +49,9 @@ class PlannerConfig:
     """'highspy': the HiGHS matrix built from the model definition (hot path); 'pyomo': the Pyomo model."""
     run_threshold: float = 0.5
     """A job whose relaxed share of a step is at least this runs there (all or nothing)."""
+    lend_headroom: bool = True
+    """Lend step 0's idle inference headroom to preemptible, checkpointing jobs; services get a
+    ``burst_gpus`` ceiling their autoscaler takes back from those borrowers (optimizer/headroom.py)."""
 
     def __post_init__(self) -> None:
         positive = {

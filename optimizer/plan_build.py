@@ -31,11 +31,30 @@ from schemas import (
 _M = TypeVar("_M", bound=BaseModel)
 
 
+_DEFAULTS: dict[type[BaseModel], dict[str, object]] = {}
+
+
+def _defaults(cls: type[BaseModel]) -> dict[str, object]:
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = _DEFAULTS[cls] = {
+            name: field.get_default(call_default_factory=True)
+            for name, field in cls.model_fields.items()
+            if not field.is_required()
+        }
+    return found
+
+
 def fast_part(cls: type[_M], **values: object) -> _M:
-    """An immutable schema part from values the planner has already checked (no validation)."""
+    """An immutable schema part from values the planner has already checked (no validation);
+    optional fields not given take their defaults."""
     part = cls.__new__(cls)
+    fields_set = set(values)
+    defaults = _defaults(cls)
+    if not defaults.keys() <= fields_set:
+        values = {**defaults, **values}
     object.__setattr__(part, "__dict__", values)
-    object.__setattr__(part, "__pydantic_fields_set__", set(values))
+    object.__setattr__(part, "__pydantic_fields_set__", fields_set)
     object.__setattr__(part, "__pydantic_extra__", None)
     object.__setattr__(part, "__pydantic_private__", None)
     return part

@@ -10,6 +10,7 @@ object keeps the solver session and the last plan between calls (warm start, fal
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -22,6 +23,7 @@ from optimizer.config import PlannerConfig
 from optimizer.extract import extract_plan, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.formulation import ModelStructure, build_structure, gang_changes, slots_match, structure_key
+from optimizer.headroom import lend_headroom
 from optimizer.inputs import PlanInputs, build_inputs
 from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
@@ -89,9 +91,10 @@ class PlannerPolicy:
         digest = inputs_digest(state, forecasts, now, self._fingerprint)
         plan_id = plan_id_for(state.cluster, self.name, digest)
         inputs: PlanInputs | None = None
+        corrected: Mapping[str, DemandForecast] = forecasts
         try:
-            factors = self._calibrator.factors(state, forecasts, now)
-            inputs = build_inputs(state, forecasts, now, self.config, band_factors=factors)
+            corrected, factors = self._calibrator.adjust(state, forecasts, now)
+            inputs = build_inputs(state, corrected, now, self.config, band_factors=factors)
             rounded, solver, objective, inputs = self._optimise(inputs)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
@@ -103,7 +106,12 @@ class PlannerPolicy:
             if rounded is None:
                 rounded, solver, inputs = self._fallback(state, forecasts, now, inputs, solver, t0)
             assert inputs is not None
-            return self._publish(inputs, rounded, plan_id, digest, solver, objective)
+            decision = self._publish(inputs, rounded, plan_id, digest, solver, objective)
+            if self.config.lend_headroom and not solver.fallback:
+                # lending is an extra: on any failure the plan stands without it
+                with contextlib.suppress(Exception):
+                    decision = lend_headroom(decision, state, corrected)
+            return decision
         except Exception as exc:
             cause = solver.fallback_reason or solver.status
             reason = f"{cause}; fallback failed ({exc!r}); kept the current state"

@@ -19,12 +19,18 @@ class ServiceCapacity(Part):
     pool: Name
     replicas: NonNegInt
     gpus: NonNegFloat
+    burst_gpus: NonNegFloat = Field(
+        default=0.0, description="GPUs its autoscaler may add within the step, taken from borrowers"
+    )
 
 
 class JobPlacement(Part):
     job_id: Name
     pool: Name
     gpus: PosInt
+    borrows_from: Name | None = Field(
+        default=None, description="the service whose burst headroom it runs on (preempted first)"
+    )
 
 
 class PlanStep(Part):
@@ -87,6 +93,11 @@ class ServiceDecision(Part):
     replicas: NonNegInt
     gpus: NonNegFloat
     reason: str = Field(min_length=1)
+    burst_gpus: NonNegFloat = Field(
+        default=0.0,
+        description="GPUs the service's autoscaler may add within the step on a demand burst, "
+        "preempting the jobs that borrow them (see JobDecision.borrows_from)",
+    )
 
 
 class JobDecision(Part):
@@ -95,6 +106,10 @@ class JobDecision(Part):
     pool: Name | None = None
     gpus: NonNegInt = 0
     reason: str = Field(min_length=1)
+    borrows_from: Name | None = Field(
+        default=None,
+        description="run on this service's burst headroom: preempted first when the service scales up",
+    )
 
     @model_validator(mode="after")
     def _pool_when_running(self) -> JobDecision:

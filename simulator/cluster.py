@@ -28,6 +28,7 @@ from schemas import (
 )
 from schemas.actuation import Outcome
 from simulator.accounting import Ledger
+from simulator.autoscaler import BurstAutoscaler
 from simulator.demand import demand_curve, step_means
 from simulator.jobs import LiveJob
 from simulator.pools import build_pools
@@ -103,6 +104,7 @@ class Simulator:
         self.capacity: dict[str, dict[str, PoolCapacity]] = {s: {} for s in self.specs}
         self.service_phys: dict[str, int] = {p: 0 for p in self.pools}
         self.ledger = Ledger(self.pools)
+        self.autoscaler = BurstAutoscaler()
         self.now_s = 0.0
         self._place_initial_services()
 
@@ -168,11 +170,12 @@ class Simulator:
                     self.ledger.refused += 1
                     result(d.action.value, d.job_id, "failed", "job is not preemptible")
                     continue
-                self._stop(job, "policy")
+                self.stop_job(job, "policy")
                 result("preempt", d.job_id, "applied")
             if d.action == JobAction.RUN:
                 starts.append((d, job))
         free = self._apply_services(allocation, t)
+        self.autoscaler.apply(allocation)
         for d, job in starts:
             pool = self.pools.get(d.pool or "")
             spec = job.spec
@@ -225,9 +228,9 @@ class Simulator:
         for service in mentioned:
             for pool in self.capacity[service]:
                 targets[pool].setdefault(service, 0.0)
-        return self._fit_services(targets, t_s)
+        return self.fit_services(targets, t_s)
 
-    def _fit_services(self, targets: dict[str, dict[str, float]], t_s: float) -> dict[str, list[int]]:
+    def fit_services(self, targets: dict[str, dict[str, float]], t_s: float) -> dict[str, list[int]]:
         """Clip services to the GPUs jobs leave free, set their capacity, return free GPUs per node."""
         free = self.job_free_by_node(t_s)
         for name, pool in self.pools.items():
@@ -263,12 +266,12 @@ class Simulator:
                 if take > 0:
                     targets[pool_name][name] = float(take)
                     need -= take
-        self._fit_services(targets, 0.0)
+        self.fit_services(targets, 0.0)
         for by_pool in self.capacity.values():
             for cap in by_pool.values():
                 cap.promote(float("inf"))
 
-    def _stop(self, job: LiveJob, cause: str) -> None:
+    def stop_job(self, job: LiveJob, cause: str) -> None:
         self.ledger.record_stop(cause, job.stop())
 
     # ---- physics between steps ------------------------------------------------------------
@@ -303,15 +306,16 @@ class Simulator:
                         o.planned and o.start_s <= t_s < o.end_s and o.node in job.placement
                         for o in pool.outages
                     )
-                    self._stop(job, "maintenance" if planned else "failure")
+                    self.stop_job(job, "maintenance" if planned else "failure")
         if changed:
             targets: dict[str, dict[str, float]] = {p: {} for p in self.pools}
             for service, by_pool in self.capacity.items():
                 for pool_name, cap in by_pool.items():
                     targets[pool_name][service] = cap.footprint
-            self._fit_services(targets, t_s)
+            self.fit_services(targets, t_s)
 
     def _integrate(self, t_s: float, dt_s: float) -> None:
+        self.autoscaler.react(self, t_s)
         busy = {p: 0.0 for p in self.pools}
         useful = {p: 0.0 for p in self.pools}
         finished: list[LiveJob] = []

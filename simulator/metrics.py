@@ -92,7 +92,7 @@ def compute_metrics(
         utilization=ledger.useful_gpu_s / capacity,
         pwt=pwt,
         slo_shortfall=shortfall,
-        preemptions=ledger.stops["policy"] + ledger.stops["maintenance"],
+        preemptions=ledger.stops["policy"] + ledger.stops["maintenance"] + ledger.stops["burst"],
         lost_gpu_hours=(ledger.lost_work_gpu_s + ledger.restart_overhead_gpu_s) / HOUR_S,
         deadline_misses=misses,
         decision_ms_p50=float(np.percentile(lat, 50)),

@@ -7,7 +7,9 @@ the official client. How an Allocation maps onto Kubernetes objects:
   ``ebbtide.io/service=<service>, ebbtide.io/pool=<pool>``. Without an HPA its scale subresource
   is set to ``replicas``. When an HPA targets it, the actuator never touches the replica count
   (that would fight the HPA): it moves the HPA's ``minReplicas`` to the planned capacity (at
-  least 1) and lifts ``maxReplicas`` if it is below; the HPA may still add replicas above it.
+  least 1) and lifts ``maxReplicas`` to at least that plus the decision's ``burst_gpus`` in
+  replicas; the HPA may add replicas above the plan up to there, and the scheduler makes room by
+  preempting lower-priority pods (the borrowers: Jobs marked ``ebbtide.io/borrows-from``).
 - job ``run``: the Job (or JobSet) labelled ``ebbtide.io/job-id=<job_id>`` is placed on the pool
   (every pod template's ``nodeSelector[<pool label>] = <pool>``) and resumed
   (``spec.suspend: false``) in one patch, while suspended, as Kueue does. Its PriorityClass is
@@ -23,6 +25,7 @@ the official client. How an Allocation maps onto Kubernetes objects:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +43,7 @@ LABEL_POOL = "ebbtide.io/pool"
 ANN_ACTION = "ebbtide.io/action"
 ANN_REASON = "ebbtide.io/reason"
 ANN_CHECKPOINT = "ebbtide.io/checkpoint-requested-at"
+ANN_BORROWS = "ebbtide.io/borrows-from"
 
 
 def _annotations(allocation: Allocation, action: str, reason: str) -> dict[str, str]:
@@ -188,7 +192,8 @@ class KubernetesBackend:
         hpa = self._hpas.get(name)
         if hpa is not None:
             low = max(decision.replicas, 1)
-            high = max(int(hpa.spec.max_replicas), low)
+            burst = math.ceil(decision.burst_gpus / max(self._pod_gpus(dep.spec.template), 1) - 1e-9)
+            high = max(int(hpa.spec.max_replicas), low + burst)
             if int(hpa.spec.min_replicas or 1) == low and int(hpa.spec.max_replicas) == high:
                 return Change(target=target, action="hpa-bounds", detail="matches", phase=PHASE_SERVICES)
             body = {**meta, "spec": {"minReplicas": low, "maxReplicas": high}}
@@ -243,6 +248,8 @@ class KubernetesBackend:
         if seen.phase in {"finished", "failed", "cancelled"}:
             return Change(target=target, action=action, detail=seen.phase, skip_reason=f"job is {seen.phase}")
         meta = {"annotations": _annotations(allocation, action, decision.reason)}
+        if decision.borrows_from is not None:
+            meta["annotations"][ANN_BORROWS] = decision.borrows_from
 
         def patch(body: dict[str, Any]) -> Callable[[], object]:
             return lambda: job.patch(body)

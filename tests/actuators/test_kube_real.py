@@ -177,6 +177,14 @@ def test_hpa_bounds_move_and_deployment_replicas_are_left_to_the_hpa(
     assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (7, 7)
     assert apps.read_namespaced_deployment("chat-b", namespace).spec.replicas == 2
 
+    # burst headroom lent to batch: the HPA may add that many replicas above the plan
+    lending = make_allocation("plan-3", services=[("chat", "pool-b", 5, 5.0)])
+    burst = lending.services[0].model_copy(update={"burst_gpus": 3.0})
+    (third,) = actuator.apply(lending.model_copy(update={"services": [burst]}))
+    hpa = hpas.read_namespaced_horizontal_pod_autoscaler("chat-b", namespace)
+    assert third.outcome == "applied"
+    assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (5, 8)
+
 
 def test_job_resumed_on_its_pool_then_suspended_after_checkpoint(
     kube_cluster, namespace, admin, make_allocation

@@ -1,0 +1,258 @@
+"""Lending burst headroom: step 0's reserved-but-idle inference capacity runs preemptible batch.
+
+The plan reserves each service's capacity at its SLO quantile. Between what the service needs
+now (the larger of its last observed demand and its median forecast for the next steps) and that
+reservation lies headroom that is idle unless the demand bursts. After the plan is made, this
+module lends that headroom, in step 0 only, to preemptible batch jobs whose restart costs less
+than a step (what they lose when it is taken back ran on GPUs that would otherwise idle). Jobs
+the plan was about to preempt to make that reservation are kept running on it first, then
+waiting jobs by weight. Each such job carries ``borrows_from``; the service carries
+``burst_gpus``, the GPUs its autoscaler may take back within the step, preempting its borrowers
+(on Kubernetes: a horizontal autoscaler over priority-class preemption). A service keeps the plan's
+capacity minus only what is actually lent, so with nothing to lend nothing changes.
+
+Pure: a function of the decision, the cluster state and the (level-corrected) forecasts. Pools
+that time-slice GPUs are not lent from (fractional capacity has no whole replicas to take back).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from optimizer.policy import Decision
+from schemas import (
+    ClusterState,
+    DemandForecast,
+    JobAction,
+    JobDecision,
+    JobPlacement,
+    JobState,
+    JobStatus,
+    PoolState,
+    ServiceDecision,
+    ServiceState,
+)
+
+_MEDIAN_STEPS = 2  # steps of median forecast the kept capacity covers (a replica loads within one)
+
+
+@dataclass
+class _Lendable:
+    service: str
+    pool: str
+    per_replica: int
+    planned_gpus: float
+    need_gpus: float  # capacity the service keeps for its demand now
+    lent_gpus: int = 0
+
+    @property
+    def free_gpus(self) -> float:
+        return self.planned_gpus - self.need_gpus - self.lent_gpus
+
+
+def kept_need_gpus(service: ServiceState, forecast: DemandForecast | None, step_s: int) -> float | None:
+    """GPUs a service keeps for the demand it has now: max(last observed, median of the next
+    steps), whole replicas, at least min_replicas. None: no forecast at this step size."""
+    if forecast is None or forecast.step_s != step_s or "p50" not in forecast.quantiles:
+        return None
+    spec = service.spec
+    per = spec.gpus_per_replica
+    observed = service.demand_history[-1] if service.demand_history else 0.0
+    median = max(forecast.curve("p50")[:_MEDIAN_STEPS], default=0.0)
+    need = math.ceil(max(observed, median) / per - 1e-9) * per
+    return float(max(need, spec.min_replicas * per))
+
+
+def can_borrow(job: JobState, step_s: int) -> bool:
+    """Preemptible, and a restart costs it less than one step. Work it loses when the headroom is
+    taken back was done on GPUs that would otherwise have idled; the autoscaler takes the jobs
+    that lose least first."""
+    spec = job.spec
+    return spec.preemptible and spec.restart_cost_s <= step_s
+
+
+def _pool_allows(pool: PoolState, job: JobState) -> bool:
+    spec = job.spec
+    if spec.allowed_pools and pool.name not in spec.allowed_pools:
+        return False
+    if spec.allowed_gpu_types and pool.gpu_type not in spec.allowed_gpu_types:
+        return False
+    return pool.gpus_per_node is None or spec.gpus <= pool.gpus_per_node
+
+
+def lend_headroom(
+    decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
+) -> Decision:
+    """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify)."""
+    allocation = decision.allocation
+    if allocation.fallback:
+        return decision
+    step_s = state.step_s
+    pools = {p.name: p for p in state.pools}
+    services = {s.spec.service: s for s in state.services}
+    lendable = _lendable(allocation.services, pools, services, forecasts, step_s)
+    if not lendable:
+        return decision
+    jobs = {j.spec.job_id: j for j in state.jobs}
+    borrowers = _choose_borrowers(allocation.jobs, jobs, pools, lendable, state.quotas_gpus, step_s)
+    if not borrowers:
+        return decision
+    return _rewrite(decision, lendable, borrowers, jobs)
+
+
+def _lendable(
+    decisions: list[ServiceDecision],
+    pools: Mapping[str, PoolState],
+    services: Mapping[str, ServiceState],
+    forecasts: Mapping[str, DemandForecast],
+    step_s: int,
+) -> dict[tuple[str, str], _Lendable]:
+    by_service: dict[str, list[ServiceDecision]] = defaultdict(list)
+    for d in decisions:
+        by_service[d.service].append(d)
+    out: dict[tuple[str, str], _Lendable] = {}
+    for name, planned in sorted(by_service.items()):
+        service = services.get(name)
+        if service is None:
+            continue
+        need = kept_need_gpus(service, forecasts.get(name), step_s)
+        if need is None:
+            continue
+        per = service.spec.gpus_per_replica
+        # the need is kept in the pools the plan gives most (deterministic: then by pool name)
+        for d in sorted(planned, key=lambda d: (-d.gpus, d.pool)):
+            pool = pools.get(d.pool)
+            whole = abs(d.gpus - d.replicas * per) < 1e-9
+            keep = min(d.gpus, max(need, 0.0))
+            need -= keep
+            if pool is None or pool.max_share > 1 or not whole or d.gpus - keep < 1:
+                continue
+            out[(name, d.pool)] = _Lendable(name, d.pool, per, d.gpus, keep)
+    return out
+
+
+def _choose_borrowers(
+    decisions: list[JobDecision],
+    jobs: Mapping[str, JobState],
+    pools: Mapping[str, PoolState],
+    lendable: dict[tuple[str, str], _Lendable],
+    quotas: Mapping[str, int],
+    step_s: int,
+) -> dict[str, _Lendable]:
+    team_gpus: dict[str, int] = defaultdict(int)
+    for d in decisions:
+        job = jobs.get(d.job_id)
+        if job is not None and d.action == JobAction.RUN:
+            team_gpus[job.spec.team] += d.gpus
+    kept: list[tuple[JobState, list[str]]] = []  # preempted by the plan: stay where they run
+    waiting: list[tuple[JobState, list[str]]] = []
+    for d in decisions:
+        job = jobs.get(d.job_id)
+        if job is None or not can_borrow(job, step_s):
+            continue
+        running_in = job.pool if job.status == JobStatus.RUNNING else None
+        if d.action == JobAction.PREEMPT and running_in is not None and running_in in pools:
+            kept.append((job, [running_in]))
+        elif d.action == JobAction.HOLD and job.status == JobStatus.QUEUED:
+            allowed = [p for p in sorted(pools) if _pool_allows(pools[p], job)]
+            waiting.append((job, allowed))
+    waiting.sort(key=lambda item: (-item[0].spec.priority_weight, item[0].submitted_at, item[0].spec.job_id))
+    chosen: dict[str, _Lendable] = {}
+    for job, allowed in kept + waiting:
+        spec = job.spec
+        quota = quotas.get(spec.team)
+        if quota is not None and team_gpus[spec.team] + spec.gpus > quota:
+            continue
+        offers = [h for h in lendable.values() if h.pool in allowed and h.free_gpus >= spec.gpus - 1e-9]
+        if not offers:
+            continue
+        best = max(offers, key=lambda h: (h.free_gpus, h.service, h.pool))
+        best.lent_gpus += spec.gpus
+        team_gpus[spec.team] += spec.gpus
+        chosen[spec.job_id] = best
+    return chosen
+
+
+def _rewrite(
+    decision: Decision,
+    lendable: dict[tuple[str, str], _Lendable],
+    borrowers: dict[str, _Lendable],
+    jobs: Mapping[str, JobState],
+) -> Decision:
+    allocation, plan = decision.allocation, decision.plan
+    given: dict[tuple[str, str], tuple[float, int, float]] = {}  # gpus, replicas, burst
+    new_services: list[ServiceDecision] = []
+    for sd in allocation.services:
+        h = lendable.get((sd.service, sd.pool))
+        if h is None or h.lent_gpus == 0:
+            new_services.append(sd)
+            continue
+        burst = math.ceil(h.lent_gpus / h.per_replica) * h.per_replica
+        gpus = sd.gpus - burst
+        replicas = round(gpus / h.per_replica)
+        given[(sd.service, sd.pool)] = (gpus, replicas, float(burst))
+        reason = (
+            f"{sd.reason}; {burst} of these GPUs lent to preemptible jobs (it keeps {gpus:g} for "
+            f"its demand now and its median forecast); its autoscaler takes them back within the "
+            f"step if demand rises"
+        )
+        new_services.append(
+            sd.model_copy(
+                update={"gpus": gpus, "replicas": replicas, "burst_gpus": float(burst), "reason": reason}
+            )
+        )
+    new_jobs: list[JobDecision] = []
+    for d in allocation.jobs:
+        h = borrowers.get(d.job_id)
+        if h is None:
+            new_jobs.append(d)
+            continue
+        job = jobs[d.job_id]
+        spec = job.spec
+        keep = given[(h.service, h.pool)][0]
+        was = "kept running instead of preempted" if d.action == JobAction.PREEMPT else "starts"
+        reason = (
+            f"run: {was} on {h.service}'s burst headroom in pool {h.pool} ({spec.gpus} GPUs, weight "
+            f"{spec.priority_weight:g}); preempted first if {h.service}'s demand rises above "
+            f"{keep:g} GPUs ({_checkpoints(spec.checkpoint_interval_s)})"
+        )
+        new_jobs.append(
+            JobDecision(
+                job_id=d.job_id,
+                action=JobAction.RUN,
+                pool=h.pool,
+                gpus=spec.gpus,
+                reason=reason,
+                borrows_from=h.service,
+            )
+        )
+    step0 = plan.steps[0]
+    step0_services = []
+    for c in step0.services:
+        change = given.get((c.service, c.pool))
+        if change is None:
+            step0_services.append(c)
+        else:
+            step0_services.append(
+                c.model_copy(update={"gpus": change[0], "replicas": change[1], "burst_gpus": change[2]})
+            )
+    step0_jobs = list(step0.jobs) + [
+        JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
+        for job_id, h in sorted(borrowers.items())
+    ]
+    new_step0 = step0.model_copy(update={"services": step0_services, "jobs": step0_jobs})
+    return Decision(
+        plan=plan.model_copy(update={"steps": [new_step0, *plan.steps[1:]]}),
+        allocation=allocation.model_copy(update={"services": new_services, "jobs": new_jobs}),
+    )
+
+
+def _checkpoints(interval_s: float | None) -> str:
+    return (
+        f"checkpoints every {interval_s:g} s"
+        if interval_s
+        else "no checkpoints: it would restart from the beginning"
+    )

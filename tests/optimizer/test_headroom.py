@@ -1,0 +1,96 @@
+"""Lending burst headroom (optimizer/headroom.py): step 0's reserved-but-idle inference capacity
+runs preemptible jobs, the service gets a burst ceiling its autoscaler takes back from them, and
+every capacity invariant still holds, including the one after a full take-back."""
+
+from __future__ import annotations
+
+from optimizer_cases import check_plan, forecast, job, pool, service, state
+
+from optimizer.config import PlannerConfig
+from optimizer.planner import PlannerPolicy
+from schemas import ClusterState, DemandForecast, JobAction
+
+NOW_DEMAND = 10.0
+
+
+def _cluster(jobs, *, quota: int | None = None) -> ClusterState:
+    chat = service("chat", slo_quantile="p99", replicas={"a": 30}).model_copy(
+        update={"demand_history": [NOW_DEMAND] * 8}
+    )
+    quotas = {"ml": quota} if quota is not None else {}
+    return state([pool("a", 32)], jobs, [chat], quotas_gpus=quotas)
+
+
+def _wide_forecast() -> dict[str, DemandForecast]:
+    # median 10 GPUs, p99 30 GPUs all day: the plan reserves 30 and 20 of them sit idle
+    return {"chat": forecast("chat", [NOW_DEMAND] * 96, spread=10.0)}
+
+
+def _decide(cluster: ClusterState, config: PlannerConfig | None = None):
+    decision = PlannerPolicy(config=config or PlannerConfig()).decide(
+        cluster, _wide_forecast(), cluster.as_of
+    )
+    check_plan(cluster, decision, 96, 900)
+    return decision
+
+
+def _check_take_back(cluster: ClusterState, decision) -> None:
+    """Services at their burst ceiling plus every job that does not borrow fit in each pool."""
+    alloc = decision.allocation
+    for p in cluster.pools:
+        services = sum(s.gpus for s in alloc.services if s.pool == p.name)
+        bursts = sum(s.burst_gpus for s in alloc.services if s.pool == p.name)
+        running = [j for j in alloc.jobs if j.action == JobAction.RUN and j.pool == p.name]
+        assert services + sum(j.gpus for j in running) <= p.gpus_available + 1e-9
+        own = sum(j.gpus for j in running if j.borrows_from is None)
+        assert services + bursts + own <= p.gpus_available + 1e-9
+        lent = sum(j.gpus for j in running if j.borrows_from is not None)
+        assert lent <= bursts + 1e-9
+
+
+def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
+    cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
+    decision = _decide(cluster)
+    alloc = decision.allocation
+    borrowers = [j for j in alloc.jobs if j.borrows_from == "chat"]
+    assert borrowers and all(j.action == JobAction.RUN for j in borrowers)
+    # the heaviest jobs borrow first
+    assert {j.job_id for j in borrowers} >= {"w3", "w2"}
+    chat = next(s for s in alloc.services if s.service == "chat")
+    assert chat.gpus >= NOW_DEMAND and chat.burst_gpus >= sum(j.gpus for j in borrowers)
+    assert "autoscaler takes them back" in chat.reason
+    assert "burst headroom" in borrowers[0].reason
+    _check_take_back(cluster, decision)
+    # the plan's step 0 says the same as the allocation
+    step0 = decision.plan.steps[0]
+    assert {p.job_id for p in step0.jobs if p.borrows_from} == {j.job_id for j in borrowers}
+    assert next(c for c in step0.services if c.service == "chat").burst_gpus == chat.burst_gpus
+
+
+def test_non_preemptible_jobs_never_borrow() -> None:
+    cluster = _cluster([job("pinned", 4, weight=5.0, preemptible=False)])
+    decision = _decide(cluster)
+    assert all(j.borrows_from is None for j in decision.allocation.jobs)
+    assert all(s.burst_gpus == 0 for s in decision.allocation.services)
+
+
+def test_nothing_to_lend_to_changes_nothing() -> None:
+    cluster = _cluster([])
+    lent = _decide(cluster).allocation
+    kept = _decide(cluster, PlannerConfig(lend_headroom=False)).allocation
+    assert lent.services == kept.services
+
+
+def test_lending_off_keeps_the_reservation_idle() -> None:
+    cluster = _cluster([job("w", 4, hours=8.0)])
+    decision = _decide(cluster, PlannerConfig(lend_headroom=False))
+    assert all(s.burst_gpus == 0 for s in decision.allocation.services)
+    assert all(j.borrows_from is None for j in decision.allocation.jobs)
+
+
+def test_borrowers_stay_within_their_team_quota() -> None:
+    jobs = [job(f"q{i}", 4, hours=8.0, team="ml") for i in range(4)]
+    decision = _decide(_cluster(jobs, quota=8))
+    running = [j for j in decision.allocation.jobs if j.action == JobAction.RUN]
+    assert sum(j.gpus for j in running) <= 8
+    _check_take_back(_cluster(jobs, quota=8), decision)
