@@ -48,14 +48,20 @@ class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
         self.ratios: deque[float] = deque(maxlen=window * lead)
-        self.misses: dict[int, float] = {}  # absolute step -> the source's miss on its first step
+        self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window
+        self.phi_cache: tuple[int, np.ndarray] | None = None  # (refreshed at step, phi)
 
     def remember_miss(self, step: int, miss: float) -> None:
-        self.misses[step] = miss
-        for old in [s for s in self.misses if s <= step - self.window]:
-            del self.misses[old]
+        self.misses.append((step, miss))
+        while self.misses[0][0] <= step - self.window:
+            self.misses.popleft()
+
+    def miss_at(self, step: int) -> float | None:
+        if self.misses and self.misses[-1][0] == step:
+            return self.misses[-1][1]
+        return None
 
 
 class BandCalibrator:
@@ -68,9 +74,11 @@ class BandCalibrator:
         min_factor: float = 0.25,
         max_factor: float = 1.0,
         persist_steps: int = 16,
+        persistence_refresh_steps: int = 4,
     ) -> None:
         self.lead_steps = lead_steps
         self.persist_steps = persist_steps
+        self.persistence_refresh_steps = persistence_refresh_steps  # phi is a day's statistic
         self.window_steps = window_steps
         self.min_scored = min_scored
         self.min_factor = min_factor
@@ -114,37 +122,41 @@ class BandCalibrator:
     def persistence(self, record: _ServiceRecord) -> np.ndarray:
         """phi_k for k = 1..persist_steps: how much of a first-step miss is left k steps later."""
         phi = np.zeros(self.persist_steps)
-        misses = record.misses
-        if len(misses) < self.min_scored:
+        if len(record.misses) < self.min_scored:
             return phi
-        first = min(misses)
-        series = np.full(max(misses) - first + 1, np.nan)
-        series[np.fromiter(misses, dtype=np.int64) - first] = np.fromiter(misses.values(), dtype=float)
-        for k in range(1, min(self.persist_steps, series.size - 1) + 1):
-            now_miss, later_miss = series[:-k], series[k:]
-            both = ~(np.isnan(now_miss) | np.isnan(later_miss))
-            if int(both.sum()) < self.min_scored:
-                break
-            energy = float(now_miss[both] @ now_miss[both])
-            if energy > 1e-9:
-                phi[k - 1] = min(max(float(now_miss[both] @ later_miss[both]) / energy, 0.0), 1.0)
+        steps, values = zip(*record.misses, strict=True)
+        first = steps[0]
+        size = steps[-1] - first + 1
+        at = np.asarray(steps, dtype=np.int64) - first
+        miss, seen = np.zeros(size), np.zeros(size)
+        miss[at], seen[at] = values, 1.0
+        lags = min(self.persist_steps, size - 1)
+        middle = size - 1  # np.correlate(a, v, "full")[size - 1 + k] = sum over t of a[t + k] v[t]
+        products = np.correlate(miss, miss, "full")[middle + 1 : middle + 1 + lags]
+        energies = np.correlate(seen, miss * miss, "full")[middle + 1 : middle + 1 + lags]
+        pairs = np.correlate(seen, seen, "full")[middle + 1 : middle + 1 + lags]
+        enough = np.cumprod(pairs >= self.min_scored).astype(bool)  # stop at the first lag short of pairs
+        usable = enough & (energies > 1e-9)
+        phi[:lags][usable] = np.clip(products[usable] / energies[usable], 0.0, 1.0)
         return np.minimum.accumulate(phi)
 
     def _level_corrected(
         self, record: _ServiceRecord, forecast: DemandForecast, step_now: int
     ) -> DemandForecast:
-        last_miss = record.misses.get(step_now - 1)
+        last_miss = record.miss_at(step_now - 1)
         if last_miss is None or abs(last_miss) < 1e-9:
             return forecast
-        shift = self.persistence(record) * last_miss
+        cached = record.phi_cache
+        if cached is None or step_now - cached[0] >= self.persistence_refresh_steps:
+            cached = record.phi_cache = (step_now, self.persistence(record))
+        shift = cached[1] * last_miss
         if not shift.any():
             return forecast
         span = min(shift.size, forecast.horizon_steps)
         quantiles = {}
         for key, values in forecast.quantiles.items():
-            curve = np.asarray(values, dtype=float)
-            curve[:span] = np.maximum(curve[:span] + shift[:span], 0.0)
-            quantiles[key] = curve.tolist()
+            head = np.maximum(np.asarray(values[:span], dtype=float) + shift[:span], 0.0)
+            quantiles[key] = head.tolist() + values[span:]
         return forecast.model_copy(update={"quantiles": quantiles})
 
     def _score(self, record: _ServiceRecord, history: list[float], step_now: int) -> None:
