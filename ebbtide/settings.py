@@ -71,6 +71,11 @@ class OptimizerSettings(_Group):
     forecast_wait_s: float = Field(
         default=2.0, ge=0.0, le=600.0, description="wait for this step's forecasts"
     )
+    lend_headroom: bool = Field(
+        default=True,
+        description="lend idle inference headroom to preemptible jobs; needs an autoscaler that "
+        "takes it back within the step (a Kubernetes HPA), so turn it off for Slurm",
+    )
 
 
 ActuatorSettings = ActuatorConfig

@@ -101,7 +101,9 @@ def default_policy(settings: Settings) -> Policy:
 
         log.warning("optimizer.planner is not available: planning with the fifo baseline")
         return FifoPolicy()
-    return PlannerPolicy(name="ebbtide")
+    from optimizer.config import PlannerConfig
+
+    return PlannerPolicy(name="ebbtide", config=PlannerConfig(lend_headroom=settings.optimizer.lend_headroom))
 
 
 def default_forecast_source(settings: Settings) -> ForecastSource:
