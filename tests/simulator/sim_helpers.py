@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from schemas import ClusterState, JobSpec, JobState, JobStatus, PoolState, ServiceSpec, ServiceState
+from schemas import (
+    Allocation,
+    ClusterState,
+    JobDecision,
+    JobSpec,
+    JobState,
+    JobStatus,
+    PoolState,
+    ServiceDecision,
+    ServiceSpec,
+    ServiceState,
+)
+from simulator.cluster import Simulator
 from simulator.scenario import Scenario
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -101,4 +114,21 @@ def state(
         ],
         services=[service],
         jobs=jobs,
+    )
+
+
+def allocation(
+    sim: Simulator, jobs: Sequence[JobDecision] = (), services: Sequence[ServiceDecision] = ()
+) -> Allocation:
+    """A hand-made Allocation for the simulator's current step."""
+    now = sim.clock.now()
+    return Allocation(
+        cluster="sim",
+        plan_id="test",
+        policy="test",
+        issued_at=now,
+        step_s=sim.step_s,
+        valid_until=now + timedelta(seconds=sim.step_s),
+        jobs=list(jobs),
+        services=list(services),
     )

@@ -4,10 +4,8 @@ from other jobs and never beyond its allowance."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from sim_helpers import job, tiny_scenario
+from sim_helpers import allocation, job, tiny_scenario
 
 from schemas import Allocation, JobAction, JobDecision, JobStatus, ServiceDecision
 from simulator.cluster import Simulator
@@ -34,7 +32,6 @@ def _sim(demand_gpus: float) -> Simulator:
 
 
 def _allocation(sim: Simulator, *, burst: float, borrowers: tuple[str, ...]) -> Allocation:
-    now = sim.clock.now()
     jobs = [
         JobDecision(
             job_id=name,
@@ -47,16 +44,7 @@ def _allocation(sim: Simulator, *, burst: float, borrowers: tuple[str, ...]) -> 
         for name in ("b1", "b2", "own")
     ]
     service = ServiceDecision(service="svc", pool="p", replicas=2, gpus=2, burst_gpus=burst, reason="t")
-    return Allocation(
-        cluster="sim",
-        plan_id="t",
-        policy="t",
-        issued_at=now,
-        step_s=sim.step_s,
-        valid_until=now + timedelta(seconds=sim.step_s),
-        jobs=jobs,
-        services=[service],
-    )
+    return allocation(sim, jobs=jobs, services=[service])
 
 
 def test_a_short_service_takes_back_its_headroom_from_its_borrowers() -> None:

@@ -6,29 +6,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sim_helpers import T0, job, tiny_scenario
+from sim_helpers import T0, allocation, job, tiny_scenario
 
-from schemas import Allocation, JobAction, JobDecision, JobStatus, ServiceDecision
+from schemas import JobAction, JobDecision, JobStatus, ServiceDecision
 from simulator.cluster import Simulator
 from simulator.forecast_sources import OracleSource, SeasonalNaiveSource
 from simulator.registry import baseline_factories
 from simulator.runner import run_scenario
-
-
-def allocation(
-    sim: Simulator, jobs: list[JobDecision] = (), services: list[ServiceDecision] = ()
-) -> Allocation:
-    now = sim.clock.now()
-    return Allocation(
-        cluster="sim",
-        plan_id="test",
-        policy="test",
-        issued_at=now,
-        step_s=sim.step_s,
-        valid_until=now + timedelta(seconds=sim.step_s),
-        jobs=list(jobs),
-        services=list(services),
-    )
 
 
 def run_job(job_id: str, gpus: int, pool: str = "p") -> JobDecision:

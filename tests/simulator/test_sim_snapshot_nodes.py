@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from pydantic import ValidationError
-from sim_helpers import job, tiny_scenario
+from sim_helpers import allocation, job, tiny_scenario
 
-from schemas import Allocation, JobAction, JobDecision, PoolState
+from schemas import JobAction, JobDecision, PoolState
 from simulator.cluster import Simulator
 
 
@@ -22,17 +20,7 @@ def test_snapshot_reports_each_running_jobs_nodes() -> None:
         JobDecision(job_id=j, action=JobAction.RUN, pool="p", gpus=g, reason="test")
         for j, g in (("a", 3), ("b", 2))
     ]
-    sim.apply(
-        Allocation(
-            cluster="sim",
-            plan_id="test",
-            policy="test",
-            issued_at=now,
-            step_s=sim.step_s,
-            valid_until=now + timedelta(seconds=sim.step_s),
-            jobs=decisions,
-        )
-    )
+    sim.apply(allocation(sim, jobs=decisions))
     snap = sim.snapshot(now)
     pool = snap.pools[0]
     assert len(pool.node_names) == len(pool.free_gpus_by_node) == 2
