@@ -127,6 +127,10 @@ class EbbtideMetrics:
         self.planned_capacity = Gauge("ebbtide_planned_capacity_gpus",
                                       "Inference capacity of the latest allocation (step 0) per service",
                                       ["cluster", "service"], registry=r)
+        self.lent_headroom = Gauge("ebbtide_lent_headroom_gpus",
+                                   "Inference headroom of the latest allocation lent to preemptible jobs "
+                                   "(the service's autoscaler may take it back within the step)",
+                                   ["cluster", "service"], registry=r)
         self.job_decisions = Counter("ebbtide_job_decisions", "Job decisions (run, hold, preempt)",
                                      ["cluster", "action"], registry=r)
         self.preemptions = Counter("ebbtide_preemptions", "Running jobs the allocations preempted",
@@ -238,15 +242,18 @@ class EbbtideMetrics:
 
         gpus: Series = defaultdict(float)
         capacity: Series = defaultdict(float)
+        lent: Series = defaultdict(float)
         for svc in alloc.services:
             gpus[(svc.pool, "inference")] += svc.gpus
             capacity[(svc.service,)] += svc.gpus
+            lent[(svc.service,)] += svc.burst_gpus
         for job in alloc.jobs:
             self.job_decisions.labels(cluster, job.action.value).inc()
             if job.action == JobAction.RUN and job.pool is not None:
                 gpus[(job.pool, "batch")] += job.gpus
         self._replace(self.allocated_gpus, cluster, gpus)
         self._replace(self.planned_capacity, cluster, capacity)
+        self._replace(self.lent_headroom, cluster, lent)
 
         running = {j.spec.job_id: j for j in state.jobs if j.pool is not None} if state is not None else {}
         for job in alloc.jobs:

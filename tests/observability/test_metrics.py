@@ -147,6 +147,19 @@ def test_decision_records_latency_solver_objective_and_allocation(metrics: Ebbti
     assert value(metrics, "ebbtide_fallbacks_total", cluster="c1", policy="ebbtide") == 0
 
 
+def test_lent_headroom_is_reported_per_service(metrics: EbbtideMetrics) -> None:
+    borrower = JobDecision(
+        job_id="j1", action=JobAction.RUN, pool="a100", gpus=2, reason="borrows", borrows_from="chat"
+    )
+    made = decision(jobs=[borrower])
+    lending = made.allocation.services[0].model_copy(update={"burst_gpus": 2.0})
+    alloc = made.allocation.model_copy(update={"services": [lending, *made.allocation.services[1:]]})
+    metrics.record_decision(Decision(plan=made.plan, allocation=alloc), decision_s=0.01, now_s=1.0)
+    assert value(metrics, "ebbtide_lent_headroom_gpus", cluster="c1", service="chat") == 2.0
+    metrics.record_decision(decision(), decision_s=0.01, now_s=2.0)
+    assert value(metrics, "ebbtide_lent_headroom_gpus", cluster="c1", service="chat") == 0.0
+
+
 def test_fallbacks_in_a_row_reset_by_a_normal_decision(metrics: EbbtideMetrics) -> None:
     for _ in range(3):
         metrics.record_decision(decision(fallback=True), decision_s=0.1)
