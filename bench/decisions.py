@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ebbtide.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
@@ -231,12 +232,15 @@ def run_case(case: Case, config: PlannerConfig, on_step: Callable[[int], None] |
     cluster = SyntheticCluster(case)
     policy = PlannerPolicy(config=config)
     result = CaseResult(case)
+    tune_gc_for_batches()  # the process is set up as the optimizer service's (streams/services/runtime.py)
     for i in range(case.decisions):
         state = cluster.state()
         forecasts = cluster.forecasts(state)
         t0 = time.perf_counter()
         decision = policy.decide(state, forecasts, cluster.now)
         result.decision_ms.append((time.perf_counter() - t0) * 1000.0)
+        if i == 0:
+            freeze_warm_objects()  # as the service does after its first batch
         result.solver_ms.append(policy.last_solver_ms)
         result.fallbacks += int(decision.allocation.fallback)
         cluster.advance(decision.allocation)

@@ -73,7 +73,7 @@ class BandCalibrator:
         min_scored: int = 32,
         min_factor: float = 0.25,
         max_factor: float = 1.0,
-        persist_steps: int = 16,
+        persist_steps: int = 8,
         persistence_refresh_steps: int = 4,
     ) -> None:
         self.lead_steps = lead_steps

@@ -7,6 +7,7 @@ every value comes from arrays the planner has already checked; tests validate th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
@@ -31,17 +32,23 @@ from schemas import (
 _M = TypeVar("_M", bound=BaseModel)
 
 
-_DEFAULTS: dict[type[BaseModel], dict[str, object]] = {}
+_FIELDS: dict[type[BaseModel], tuple[int, dict[str, object], dict[str, Callable[[], object]]]] = {}
 
 
-def _defaults(cls: type[BaseModel]) -> dict[str, object]:
-    found = _DEFAULTS.get(cls)
+def _field_info(cls: type[BaseModel]) -> tuple[int, dict[str, object], dict[str, Callable[[], object]]]:
+    """How many fields ``cls`` has, the defaults of the optional ones, and their default factories."""
+    found = _FIELDS.get(cls)
     if found is None:
-        found = _DEFAULTS[cls] = {
-            name: field.get_default(call_default_factory=True)
-            for name, field in cls.model_fields.items()
-            if not field.is_required()
-        }
+        static: dict[str, object] = {}
+        factories: dict[str, Callable[[], object]] = {}
+        for name, info in cls.model_fields.items():
+            if info.is_required():
+                continue
+            if info.default_factory is not None:
+                factories[name] = info.default_factory  # type: ignore[assignment]
+            else:
+                static[name] = info.default
+        found = _FIELDS[cls] = (len(cls.model_fields), static, factories)
     return found
 
 
@@ -50,9 +57,9 @@ def fast_part(cls: type[_M], **values: object) -> _M:
     optional fields not given take their defaults."""
     part = cls.__new__(cls)
     fields_set = set(values)
-    defaults = _defaults(cls)
-    if not defaults.keys() <= fields_set:
-        values = {**defaults, **values}
+    count, static, factories = _field_info(cls)
+    if len(values) < count:
+        values = {**static, **{name: make() for name, make in factories.items()}, **values}
     object.__setattr__(part, "__dict__", values)
     object.__setattr__(part, "__pydantic_fields_set__", fields_set)
     object.__setattr__(part, "__pydantic_extra__", None)

@@ -3,13 +3,12 @@
 Place in the loop: the first thing :class:`streams.services.runtime.ServiceRuntime` does with a
 consumed batch. :class:`BatchDecoder` validates each record against its topic's event type with
 the schema's own validator; :func:`dead_letter` turns a record that does not decode into a
-DeadLetter; :func:`tune_gc_for_batches` sets the cycle collector for batches of short-lived events.
+DeadLetter.
 """
 
 from __future__ import annotations
 
 import base64
-import gc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -71,21 +70,3 @@ class BatchDecoder:
             except DecodeError as exc:
                 out.append(exc)
         return out
-
-
-GC_GEN0_THRESHOLD = 20_000
-"""Cycle-collector thresholds of a stream service process (raised, never lowered).
-
-A consumed batch is tens of thousands of short-lived events, freed by reference counting (they
-hold no cycles). With CPython's default gen-0 threshold (700) the collector ran ~30 times per
-batch and promoted live batches into full collections: about a fifth of the telemetry ingest time
-on the bench. At 20,000 (gen 1 every 50, gen 2 every 100 of those) it runs about once a batch."""
-
-
-def tune_gc_for_batches() -> None:
-    gen0, gen1, gen2 = gc.get_threshold()
-    if gen0 == 0:  # the collector is off: leave it so
-        return
-    gc.set_threshold(max(gen0, GC_GEN0_THRESHOLD), max(gen1, 50), max(gen2, 100))
-
-

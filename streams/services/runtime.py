@@ -37,10 +37,11 @@ from confluent_kafka import (
 )
 from pydantic import ValidationError
 
+from ebbtide.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from schemas.base import Event
 from schemas.codec import DecodeError, describe, encode
 from schemas.topics import DEAD_LETTERS, Topic
-from streams.services.batch_decode import BatchDecoder, dead_letter, tune_gc_for_batches
+from streams.services.batch_decode import BatchDecoder, dead_letter
 from streams.services.observe import ServiceMetrics
 from streams.services.restore import read_topic_to_end
 
@@ -138,6 +139,7 @@ class ServiceRuntime:
         if self.observe is not None:
             self.observe.declare(self._decoders)
         self._uncommitted = False
+        self._warm = False
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
@@ -284,6 +286,9 @@ class ServiceRuntime:
             self.observe.step(ok=True)
             if self.stats.batches % 50 == 0:
                 self.observe.lag(self._consumer)
+        if messages and not self._warm:
+            freeze_warm_objects()  # after the first batch that did real work
+            self._warm = True
         if self.on_batch is not None:
             self.on_batch(self.stats)
         return len(messages)
