@@ -195,9 +195,9 @@ def _rewrite(
         replicas = round(gpus / h.per_replica)
         given[(sd.service, sd.pool)] = (gpus, replicas, float(burst))
         reason = (
-            f"{sd.reason}; {burst} of these GPUs lent to preemptible jobs (it keeps {gpus:g} for "
-            f"its demand now and its median forecast); its autoscaler takes them back within the "
-            f"step if demand rises"
+            f"{sd.reason}; {burst} of them lent to preemptible jobs, so {gpus:g} run now (its demand "
+            f"now and median forecast need {h.need_gpus:g}); its autoscaler takes the lent GPUs back "
+            f"within the step if demand rises"
         )
         new_services.append(
             sd.model_copy(

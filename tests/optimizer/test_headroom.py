@@ -58,7 +58,7 @@ def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
     assert {j.job_id for j in borrowers} >= {"w3", "w2"}
     chat = next(s for s in alloc.services if s.service == "chat")
     assert chat.gpus >= NOW_DEMAND and chat.burst_gpus >= sum(j.gpus for j in borrowers)
-    assert "autoscaler takes them back" in chat.reason
+    assert "autoscaler takes the lent GPUs back" in chat.reason and f"need {NOW_DEMAND:g}" in chat.reason
     assert "burst headroom" in borrowers[0].reason
     _check_take_back(cluster, decision)
     # the plan's step 0 says the same as the allocation
