@@ -71,10 +71,10 @@ class OptimizerSettings(_Group):
     forecast_wait_s: float = Field(
         default=2.0, ge=0.0, le=600.0, description="wait for this step's forecasts"
     )
-    lend_headroom: bool = Field(
-        default=True,
-        description="lend idle inference headroom to preemptible jobs; needs an autoscaler that "
-        "takes it back within the step (a Kubernetes HPA), so turn it off for Slurm",
+    lend_headroom: bool | None = Field(
+        default=None,
+        description="lend idle inference headroom to preemptible jobs; it needs an autoscaler that "
+        "takes it back within the step (a Kubernetes HPA). Unset: on, except with the slurm backend",
     )
 
 
@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     forecaster: ForecasterSettings = Field(default_factory=ForecasterSettings)
     optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings)
     actuator: ActuatorSettings = Field(default_factory=ActuatorSettings)
+
+    def lends_headroom(self) -> bool:
+        """Whether the planner lends idle inference headroom (optimizer.lend_headroom, else on
+        unless the actuator backend is slurm, which has nothing to take it back within a step)."""
+        if self.optimizer.lend_headroom is not None:
+            return self.optimizer.lend_headroom
+        return self.actuator.backend != "slurm"
 
     @field_validator("cluster_spec")
     @classmethod

@@ -103,7 +103,7 @@ def default_policy(settings: Settings) -> Policy:
         return FifoPolicy()
     from optimizer.config import PlannerConfig
 
-    return PlannerPolicy(name="ebbtide", config=PlannerConfig(lend_headroom=settings.optimizer.lend_headroom))
+    return PlannerPolicy(name="ebbtide", config=PlannerConfig(lend_headroom=settings.lends_headroom()))
 
 
 def default_forecast_source(settings: Settings) -> ForecastSource:

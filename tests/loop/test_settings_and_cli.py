@@ -36,6 +36,14 @@ def test_a_bad_setting_is_named_with_its_environment_variable(monkeypatch):
     assert "optimizer.transactions [EBBTIDE_OPTIMIZER__TRANSACTIONS]" in message
 
 
+def test_headroom_is_lent_unless_nothing_can_take_it_back(monkeypatch):
+    assert load_settings().lends_headroom()  # dry-run and kubernetes (an HPA takes it back)
+    monkeypatch.setenv("EBBTIDE_ACTUATOR__BACKEND", "slurm")
+    assert not load_settings().lends_headroom()  # Slurm has no in-step autoscaler
+    monkeypatch.setenv("EBBTIDE_OPTIMIZER__LEND_HEADROOM", "true")
+    assert load_settings().lends_headroom()  # said explicitly: as said
+
+
 def test_a_bad_config_file_is_named(tmp_path: Path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("kafka: [unclosed\n")
