@@ -19,6 +19,7 @@ from schemas import JobEvent, JobEventKind
 JobPhase = Literal["pending", "held", "running", "suspended", "finished", "failed", "cancelled"]
 _ACTIVE: frozenset[str] = frozenset({"running"})
 _WAITING: frozenset[str] = frozenset({"pending", "held", "suspended"})
+_WITH_NODES = frozenset({JobEventKind.STARTED, JobEventKind.PROGRESS})
 
 
 class ObservedJob(BaseModel):
@@ -30,6 +31,9 @@ class ObservedJob(BaseModel):
     pool: str | None = None
     gpus: int = 0
     plan_id: str | None = Field(default=None, description="the plan that last changed it, when recorded")
+    nodes: dict[str, int] = Field(
+        default_factory=dict, description="GPUs it holds on each node while running; empty: not reported"
+    )
 
 
 class ObservedService(BaseModel):
@@ -82,6 +86,8 @@ def job_events(previous: Observation | None, current: Observation) -> list[JobEv
 
     A job seen for the first time already running yields ``started``; a first sighting while
     pending yields nothing (its ``submitted`` event, with the spec, comes from the submitter).
+    ``started`` carries the nodes the job holds when the backend reports them; a running job whose
+    nodes are first reported, or change, later yields ``progress`` with them.
     """
     events: list[JobEvent] = []
     before = previous.jobs if previous is not None else {}
@@ -89,7 +95,9 @@ def job_events(previous: Observation | None, current: Observation) -> list[JobEv
         prior = before.get(job_id)
         kind = _kind_for(prior.phase if prior else None, job.phase)
         if kind is None:
-            continue
+            if job.phase not in _ACTIVE or not job.nodes or prior is None or prior.nodes == job.nodes:
+                continue
+            kind = JobEventKind.PROGRESS
         events.append(
             JobEvent(
                 cluster=current.cluster,
@@ -98,6 +106,7 @@ def job_events(previous: Observation | None, current: Observation) -> list[JobEv
                 time=current.time,
                 pool=job.pool or (prior.pool if prior else None),
                 message=f"{current.backend}: {prior.phase if prior else 'unseen'} -> {job.phase}",
+                nodes=dict(job.nodes) if kind in _WITH_NODES and job.nodes else None,
             )
         )
     return events

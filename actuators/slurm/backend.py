@@ -80,6 +80,26 @@ def job_gpus(job: Mapping[str, Any]) -> int:
     return int(m.group(1)) * max(int(job.get("node_count") or 1), 1) if m else 0
 
 
+def job_nodes(job: Mapping[str, Any]) -> dict[str, int]:
+    """GPUs a running job holds per node: ``job_resources.allocated_nodes`` names the nodes and
+    ``gres_detail`` (same order) their GPUs, e.g. ``gpu:fake:3(IDX:0-2)``. Without ``gres_detail``
+    the job's GPUs are split evenly over its nodes. Empty when Slurm reports no allocation."""
+    allocated = (job.get("job_resources") or {}).get("allocated_nodes") or []
+    if isinstance(allocated, Mapping):  # some data parsers key the list by position
+        allocated = [allocated[k] for k in sorted(allocated, key=int)]
+    names = [str(n["nodename"]) for n in allocated if isinstance(n, Mapping) and n.get("nodename")]
+    if not names:
+        return {}
+    details = [str(d) for d in job.get("gres_detail") or []]
+    if len(details) == len(names):
+        per_node = {name: _gres_gpus(detail) for name, detail in zip(names, details, strict=True)}
+    else:
+        total = job_gpus(job)
+        share, extra = divmod(total, len(names))
+        per_node = {name: share + (1 if i < extra else 0) for i, name in enumerate(names)}
+    return {name: gpus for name, gpus in per_node.items() if gpus > 0}
+
+
 def _gres_gpus(text: str) -> int:
     return sum(int(m.group(1)) for m in _GPU_IN_GRES.finditer(text.split("(")[0] if "(" in text else text))
 
@@ -172,6 +192,7 @@ class SlurmBackend:
                 pool=str(job.get("partition") or "") or None,
                 gpus=job_gpus(job),
                 plan_id=_plan_note(job),
+                nodes=job_nodes(job) if job_phase(job) == "running" else {},
             )
             for name, job in chosen.items()
         }

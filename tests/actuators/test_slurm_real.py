@@ -73,6 +73,9 @@ def test_running_preemptible_job_requeued_after_checkpoint_signal(slurm_cluster,
     wait_for(lambda: phase_of(backend, "job-train") == "running", what="job-train to start")
     _, events = actuator.observe_events()
     assert [(e.job_id, e.kind) for e in events] == [("job-train", JobEventKind.STARTED)]
+    # where it runs: one of pool-a's nodes, all 8 GPUs of it (the state service's node detail)
+    (node_gpus,) = events[0].nodes.items()
+    assert node_gpus[0] in {"a1", "a2"} and node_gpus[1] == 8
 
     results = actuator.apply(make_allocation("plan-p", jobs=[("job-train", "preempt", None, 0)]))
 
