@@ -113,12 +113,6 @@ class BandCalibrator:
             factors[name] = self._factor(record, quantile_level(key))
         return adjusted, factors
 
-    def factors(
-        self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime
-    ) -> dict[str, float]:
-        """Band factor per service (see ``adjust``)."""
-        return self.adjust(state, forecasts, now)[1]
-
     def persistence(self, record: _ServiceRecord) -> np.ndarray:
         """phi_k for k = 1..persist_steps: how much of a first-step miss is left k steps later."""
         phi = np.zeros(self.persist_steps)

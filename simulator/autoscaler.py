@@ -56,10 +56,7 @@ class BurstAutoscaler:
                 take = min(take, self._make_room(sim, service, pool, take, t_s) // per * per)
                 if take <= 0:
                     continue
-                targets: dict[str, dict[str, float]] = {p: {} for p in sim.pools}
-                for name, pools in sim.capacity.items():
-                    for pool_name, cap in pools.items():
-                        targets[pool_name][name] = cap.footprint
+                targets = sim.current_targets()
                 targets[pool][service] = targets[pool].get(service, 0.0) + take
                 sim.fit_services(targets, t_s)
                 by_pool[pool] = left - take

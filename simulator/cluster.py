@@ -210,13 +210,18 @@ class Simulator:
                     free[job.pool][node] -= gpus
         return free
 
-    def _apply_services(self, allocation: Allocation, t_s: float) -> dict[str, list[int]]:
-        mentioned = {d.service for d in allocation.services if d.service in self.specs}
+    def current_targets(self, skip: set[str] | frozenset[str] = frozenset()) -> dict[str, dict[str, float]]:
+        """Pool -> service -> GPUs each service holds now (ready and loading), ``skip`` left out."""
         targets: dict[str, dict[str, float]] = {p: {} for p in self.pools}
         for service, by_pool in self.capacity.items():
-            if service not in mentioned:
+            if service not in skip:
                 for pool, cap in by_pool.items():
                     targets[pool][service] = cap.footprint
+        return targets
+
+    def _apply_services(self, allocation: Allocation, t_s: float) -> dict[str, list[int]]:
+        mentioned = {d.service for d in allocation.services if d.service in self.specs}
+        targets = self.current_targets(skip=mentioned)
         for d in allocation.services:
             spec = self.specs.get(d.service)
             allowed = spec is not None and (not spec.allowed_pools or d.pool in spec.allowed_pools)
@@ -308,11 +313,7 @@ class Simulator:
                     )
                     self.stop_job(job, "maintenance" if planned else "failure")
         if changed:
-            targets: dict[str, dict[str, float]] = {p: {} for p in self.pools}
-            for service, by_pool in self.capacity.items():
-                for pool_name, cap in by_pool.items():
-                    targets[pool_name][service] = cap.footprint
-            self.fit_services(targets, t_s)
+            self.fit_services(self.current_targets(), t_s)
 
     def _integrate(self, t_s: float, dt_s: float) -> None:
         self.autoscaler.react(self, t_s)

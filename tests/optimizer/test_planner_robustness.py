@@ -100,10 +100,10 @@ def test_band_factor_follows_the_misses() -> None:
     history: list[float] = []
     for t in range(24):
         now = NOW + timedelta(seconds=900 * t)
-        wide_factor = wide.factors(
+        _, wide_factor = wide.adjust(
             _chat_state(list(history), t), {"chat": _step_forecast(10.0, 30.0, t)}, now
         )
-        narrow_factor = narrow.factors(
+        _, narrow_factor = narrow.adjust(
             _chat_state(list(history), t), {"chat": _step_forecast(10.0, 11.0, t)}, now
         )
         if t == 0:
