@@ -44,7 +44,9 @@ class PlannerConfig:
     """Leading steps whose demand is at least the last observed demand (covers forecast misses)."""
     max_preemptions_per_step: int = 8
     time_limit_s: float = 0.8
-    """Wall-clock limit of one solve; past it the planner publishes a flagged fallback."""
+    """Wall-clock budget of one decision (model update, solve, rounding, plan and reasons): the
+    solve gets what is left after the model is built, less what the last decision needed after its
+    solve (at least a quarter of it); past its limit the planner publishes a flagged fallback."""
     backend: str = "highspy"
     """'highspy': the HiGHS matrix built from the model definition (hot path); 'pyomo': the Pyomo model."""
     run_threshold: float = 0.5

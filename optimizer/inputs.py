@@ -19,7 +19,7 @@ from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
 from optimizer.nodes import NodeHolds
-from schemas import ClusterState, DemandForecast, JobState, JobStatus, PoolState
+from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, PoolState
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,137 @@ def _demand_curve(
     return np.maximum(curve[:steps], 0.0), label
 
 
+def _pool_capacity(
+    pools: Sequence[PoolState], now: datetime, steps: int, step_s: int
+) -> tuple[np.ndarray, list[str]]:
+    """[P, T] GPUs in service per step (windows out, never above what is available now), and
+    per pool why capacity dips in the horizon."""
+    avail = np.empty((len(pools), steps))
+    avail[:] = np.asarray([float(p.gpus_total) for p in pools]).reshape(-1, 1)
+    window_reason: list[str] = []
+    for i, pool in enumerate(pools):
+        notes: list[str] = []
+        for window in pool.windows:
+            # steps [first, last) overlap the window (end exclusive)
+            first = max(math.floor((window.start - now).total_seconds() / step_s), 0)
+            last = min(math.ceil((window.end - now).total_seconds() / step_s), steps)
+            if last > first:
+                avail[i, first:last] -= window.gpus_out
+                notes.append(
+                    f"{window.reason} {window.gpus_out} GPUs {window.start:%H:%M}-{window.end:%H:%M}"
+                )
+        window_reason.append("; ".join(notes))
+    available = np.asarray([float(p.gpus_available) for p in pools]).reshape(-1, 1)
+    return np.maximum(np.minimum(avail, available), 0.0), window_reason
+
+
+def _service_placement(state: ClusterState, curve: InterferenceCurve) -> tuple[np.ndarray, ...]:
+    """[S, P] each: pools a service may use, replicas that may share one GPU, capacity lost per
+    extra co-tenant, and replicas running now."""
+    pools, services = state.pools, state.services
+    pool_names = [p.name for p in pools]
+    pool_index = {name: i for i, name in enumerate(pool_names)}
+    specs = [s.spec for s in services]
+    allowed = np.asarray(
+        [[not spec.allowed_pools or name in spec.allowed_pools for name in pool_names] for spec in specs],
+        dtype=bool,
+    ).reshape(len(specs), len(pools))
+    max_share = np.asarray([p.max_share for p in pools], dtype=float)
+    max_cotenants = np.asarray([spec.max_cotenants for spec in specs], dtype=float)
+    tenants = np.minimum(max_share[None, :], max_cotenants[:, None])
+    loss_of_class = {c: 1.0 - curve.efficiency(2.0, [c]) for c in {spec.bandwidth_class for spec in specs}}
+    class_loss = np.asarray([loss_of_class[spec.bandwidth_class] for spec in specs], dtype=float)
+    loss = np.where(tenants > 1, class_loss[:, None], 0.0)
+    replicas_now = np.zeros((len(specs), len(pools)))
+    for s, service in enumerate(services):
+        for pool_name, count in service.replicas.items():
+            if pool_name in pool_index:
+                replicas_now[s, pool_index[pool_name]] = count
+    return allowed, np.maximum(tenants, 1.0), loss, replicas_now
+
+
+def _service_demand(
+    state: ClusterState,
+    forecasts: Mapping[str, DemandForecast],
+    now: datetime,
+    config: PlannerConfig,
+    band_factors: Mapping[str, float] | None,
+) -> tuple[np.ndarray, list[str]]:
+    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor), and the label
+    of the forecast it came from."""
+    steps, step_s = config.horizon_steps, config.step_s
+    demand = np.zeros((len(state.services), steps))
+    models: list[str] = []
+    for s, service in enumerate(state.services):
+        spec = service.spec
+        factor = band_factors.get(spec.service, 1.0) if band_factors else 1.0
+        demand[s], model = _demand_curve(
+            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now, factor
+        )
+        if service.demand_history and config.nowcast_steps:
+            # Persistence floor: the next steps need at least what is busy now (forecast misses).
+            lead = min(config.nowcast_steps, steps)
+            demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
+        models.append(model)
+    return demand, models
+
+
+def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.ndarray:
+    """[J, P] pools each job's spec allows (jobs with the same restriction share one row)."""
+    pool_names = [p.name for p in pools]
+    pool_types = [p.gpu_type for p in pools]
+    row_of_restriction: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+    masks: list[list[bool]] = []
+    rows: list[int] = []
+    for spec in specs:
+        restriction = (tuple(spec.allowed_pools), tuple(spec.allowed_gpu_types))
+        row = row_of_restriction.get(restriction)
+        if row is None:
+            row = row_of_restriction[restriction] = len(masks)
+            masks.append(
+                [
+                    (not spec.allowed_pools or name in spec.allowed_pools)
+                    and (not spec.allowed_gpu_types or gpu_type in spec.allowed_gpu_types)
+                    for name, gpu_type in zip(pool_names, pool_types, strict=True)
+                ]
+            )
+        rows.append(row)
+    unique = np.asarray(masks, dtype=bool).reshape(len(masks), len(pools))
+    return unique[np.asarray(rows, dtype=np.intp)]
+
+
+def _remaining_gpu_s(jobs: Sequence[JobState], gang: np.ndarray, step_s: int) -> np.ndarray:
+    """[J] remaining work by the jobs' own estimates, rounded up to whole steps of the gang
+    (at least one)."""
+    left = np.asarray([j.remaining_gpu_s for j in jobs], dtype=float)
+    per_step = gang * step_s
+    steps_left = np.maximum(np.ceil(left / per_step - 1e-9), 1.0)
+    remaining: np.ndarray = steps_left * per_step
+    return remaining
+
+
+def _running_pools(jobs: Sequence[JobState], pool_index: Mapping[str, int]) -> np.ndarray:
+    """[J] index of the pool each job runs in, -1 when it is not running (or in an unknown pool)."""
+    running = JobStatus.RUNNING
+    return np.asarray(
+        [pool_index.get(j.pool, -1) if j.status == running and j.pool is not None else -1 for j in jobs],
+        dtype=np.int64,
+    ).reshape(len(jobs))
+
+
+def _deadline_steps(specs: Sequence[JobSpec], now: datetime, steps: int, step_s: int) -> np.ndarray:
+    """[J] first step at or after each job's deadline (steps + 1 when it has none)."""
+    return np.asarray(
+        [
+            steps + 1
+            if spec.deadline is None
+            else max(math.ceil((spec.deadline - now).total_seconds() / step_s), 0)
+            for spec in specs
+        ],
+        dtype=np.int64,
+    ).reshape(len(specs))
+
+
 def build_inputs(
     state: ClusterState,
     forecasts: Mapping[str, DemandForecast],
@@ -190,110 +321,24 @@ def build_inputs(
 ) -> PlanInputs:
     """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent)."""
     steps, step_s = config.horizon_steps, config.step_s
-    blocks = make_blocks(config, steps, step_s)
-    pools = state.pools
+    pools, services = state.pools, state.services
     pool_index = {p.name: i for i, p in enumerate(pools)}
-    n_pools = len(pools)
-
-    avail = np.zeros((n_pools, steps), dtype=float)
-    window_reason: list[str] = []
-    for i, pool in enumerate(pools):
-        row = np.full(steps, float(pool.gpus_total))
-        notes: list[str] = []
-        for window in pool.windows:
-            # steps [first, last) overlap the window (end exclusive)
-            first = max(math.floor((window.start - now).total_seconds() / step_s), 0)
-            last = min(math.ceil((window.end - now).total_seconds() / step_s), steps)
-            if last > first:
-                row[first:last] -= window.gpus_out
-                notes.append(
-                    f"{window.reason} {window.gpus_out} GPUs {window.start:%H:%M}-{window.end:%H:%M}"
-                )
-        row = np.minimum(row, float(pool.gpus_available))
-        avail[i] = np.maximum(row, 0.0)
-        window_reason.append("; ".join(notes))
-
-    services = state.services
-    n_svc = len(services)
-    loss_per_cotenant = {c: 1.0 - curve.efficiency(2.0, [c]) for c in ("low", "medium", "high")}
-    svc_allowed = np.zeros((n_svc, n_pools), dtype=bool)
-    svc_tenants = np.ones((n_svc, n_pools))
-    svc_loss = np.zeros((n_svc, n_pools))
-    svc_now = np.zeros((n_svc, n_pools))
-    demand = np.zeros((n_svc, steps))
-    models: list[str] = []
-    for s, service in enumerate(services):
-        spec = service.spec
-        for p, pool in enumerate(pools):
-            svc_allowed[s, p] = not spec.allowed_pools or pool.name in spec.allowed_pools
-            tenants = min(pool.max_share, spec.max_cotenants)
-            svc_tenants[s, p] = max(tenants, 1)
-            if tenants > 1:
-                svc_loss[s, p] = loss_per_cotenant[spec.bandwidth_class]
-        for pool_name, count in service.replicas.items():
-            if pool_name in pool_index:
-                svc_now[s, pool_index[pool_name]] = count
-        factor = band_factors.get(spec.service, 1.0) if band_factors else 1.0
-        demand[s], model = _demand_curve(
-            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now, factor
-        )
-        if service.demand_history and config.nowcast_steps:
-            # Persistence floor: the next steps need at least what is busy now (forecast misses).
-            lead = min(config.nowcast_steps, steps)
-            demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
-        models.append(model)
+    avail, window_reason = _pool_capacity(pools, now, steps, step_s)
+    svc_allowed, svc_tenants, svc_loss, svc_now = _service_placement(state, curve)
+    demand, models = _service_demand(state, forecasts, now, config, band_factors)
 
     jobs = [j for j in state.jobs if j.status in _ACTIVE]
     n_jobs = len(jobs)
     specs = [j.spec for j in jobs]
     teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
     team_index = {t: i for i, t in enumerate(teams)}
-    gang = np.asarray([spec.gpus for spec in specs], dtype=float)
-    pool_names = [p.name for p in pools]
-    pool_types = [p.gpu_type for p in pools]
-    masks: dict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = {}
-    # One pass over the jobs into Python lists (numpy element writes are slow), arrays after.
-    mask_rows: list[np.ndarray] = []
-    running_list: list[int] = []
-    remaining_list: list[float] = []
-    lost_list: list[float] = []
-    deadline_list: list[int] = []
-    no_deadline = steps + 1
-    for job, job_spec in zip(jobs, specs, strict=True):
-        restriction = (tuple(job_spec.allowed_pools), tuple(job_spec.allowed_gpu_types))
-        mask = masks.get(restriction)
-        if mask is None:
-            mask = masks[restriction] = np.asarray(
-                [
-                    (not job_spec.allowed_pools or name in job_spec.allowed_pools)
-                    and (not job_spec.allowed_gpu_types or gpu_type in job_spec.allowed_gpu_types)
-                    for name, gpu_type in zip(pool_names, pool_types, strict=True)
-                ],
-                dtype=bool,
-            )
-        mask_rows.append(mask)
-        where = pool_index.get(job.pool) if job.status == JobStatus.RUNNING and job.pool is not None else None
-        running_list.append(-1 if where is None else where)
-        per_step = job_spec.gpus * step_s
-        remaining_list.append(max(math.ceil(job.remaining_gpu_s / per_step - 1e-9), 1) * per_step)
-        lost_list.append(job.since_checkpoint_gpu_s + job_spec.restart_cost_s * job_spec.gpus)
-        deadline = job_spec.deadline
-        deadline_list.append(
-            no_deadline
-            if deadline is None
-            else max(math.ceil((deadline - now).total_seconds() / step_s), 0)
-        )
-    allowed = (
-        np.asarray(mask_rows, dtype=bool).reshape(n_jobs, n_pools)
-        if n_jobs
-        else np.zeros((0, n_pools), dtype=bool)
-    )
-    running = np.asarray(running_list, dtype=np.int64).reshape(n_jobs)
+    gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
+    allowed = _job_pool_masks(specs, pools)
+    running = _running_pools(jobs, pool_index)
     on = np.flatnonzero(running >= 0)
     allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
-    remaining = np.asarray(remaining_list, dtype=float).reshape(n_jobs)
-    lost = np.asarray(lost_list, dtype=float).reshape(n_jobs)
-    deadline_step = np.asarray(deadline_list, dtype=np.int64).reshape(n_jobs)
+    restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
+    since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
     quota = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams])
     weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
     return PlanInputs(
@@ -301,7 +346,7 @@ def build_inputs(
         now=now,
         step_s=step_s,
         horizon_steps=steps,
-        blocks=blocks,
+        blocks=make_blocks(config, steps, step_s),
         pool_names=tuple(p.name for p in pools),
         pool_types=tuple(p.gpu_type for p in pools),
         avail_steps=avail,
@@ -320,18 +365,18 @@ def build_inputs(
         svc_quantile=tuple(s.spec.slo_quantile for s in services),
         svc_demand_steps=demand,
         svc_forecast_model=tuple(models),
-        job_ids=tuple(spec.job_id for spec in specs),
+        job_ids=tuple([spec.job_id for spec in specs]),
         job_gang=gang,
         job_weight=weights,
-        job_remaining_s=remaining,
+        job_remaining_s=_remaining_gpu_s(jobs, gang, step_s),
         job_allowed=allowed,
         job_running_pool=running,
         job_preemptible=np.asarray([spec.preemptible for spec in specs], dtype=bool),
-        job_lost_gpu_s=lost,
-        job_restart_s=np.asarray([spec.restart_cost_s for spec in specs], dtype=float),
-        job_deadline_step=deadline_step,
+        job_lost_gpu_s=since_checkpoint + restart_s * gang,
+        job_restart_s=restart_s,
+        job_deadline_step=_deadline_steps(specs, now, steps, step_s),
         job_team=np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64),
-        job_priority_class=tuple(spec.priority_class for spec in specs),
+        job_priority_class=tuple([spec.priority_class for spec in specs]),
         team_names=tuple(teams),
         team_quota=quota,
         max_weight=float(weights.max()) if n_jobs else 1.0,
@@ -344,6 +389,8 @@ def running_job_nodes(pools: Sequence[PoolState], jobs: Sequence[JobState]) -> d
     Jobs on a node the pool does not name (or in a pool without node names) are left out."""
     index = {p.name: {n: i for i, n in enumerate(p.node_names)} for p in pools if p.node_names}
     placed: dict[str, dict[int, int]] = {}
+    if not index:
+        return placed
     for job in jobs:
         names = index.get(job.pool or "")
         if job.status != JobStatus.RUNNING or not job.nodes or names is None:

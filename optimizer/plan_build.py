@@ -8,8 +8,8 @@ every value comes from arrays the planner has already checked; tests validate th
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
-from typing import TypeVar
+from datetime import datetime, timedelta
+from typing import Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -52,19 +52,57 @@ def _field_info(cls: type[BaseModel]) -> tuple[int, dict[str, object], dict[str,
     return found
 
 
+_new_object = object.__new__
+_set_attr = object.__setattr__
+# BaseModel keeps these in slots: their descriptors set them faster than object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _assemble(cls: type[_M], values: dict[str, object], fields_set: set[str]) -> _M:
+    """A part holding ``values`` (every field, in field-layout order) without validation."""
+    part = _new_object(cls)
+    _set_attr(part, "__dict__", values)
+    _set_fields_set(part, fields_set)
+    _set_extra(part, None)
+    _set_private(part, None)
+    return part
+
+
 def fast_part(cls: type[_M], **values: object) -> _M:
     """An immutable schema part from values the planner has already checked (no validation);
     optional fields not given take their defaults."""
-    part = cls.__new__(cls)
     fields_set = set(values)
     count, static, factories = _field_info(cls)
     if len(values) < count:
         values = {**static, **{name: make() for name, make in factories.items()}, **values}
-    object.__setattr__(part, "__dict__", values)
-    object.__setattr__(part, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(part, "__pydantic_extra__", None)
-    object.__setattr__(part, "__pydantic_private__", None)
-    return part
+    return _assemble(cls, values, fields_set)
+
+
+class PartMaker(Generic[_M]):
+    """``fast_part(cls, **dict(zip(names, values)))`` for parts built many times per decision:
+    values by position, the layout of the defaults worked out once."""
+
+    def __init__(self, cls: type[_M], *names: str) -> None:
+        count, static, factories = _field_info(cls)
+        if any(name not in cls.model_fields for name in names) or any(n not in names for n in factories):
+            raise ValueError(f"{cls.__name__}: give every field with a default factory, and only fields")
+        self._cls = cls
+        self._names = names
+        # the key order fast_part gives: defaults first, then the given fields (as given, if all)
+        self._layout: dict[str, object] = dict.fromkeys(names)
+        if len(names) < count:
+            self._layout = {**static, **dict.fromkeys(factories), **self._layout}
+
+    def __call__(self, *values: object) -> _M:
+        merged = self._layout.copy()
+        merged.update(zip(self._names, values, strict=True))
+        return _assemble(self._cls, merged, set(self._names))
+
+
+_job_decision = PartMaker(JobDecision, "job_id", "action", "pool", "gpus", "reason")
+_service_decision = PartMaker(ServiceDecision, "service", "pool", "replicas", "gpus", "reason")
 
 
 class PartCache:
@@ -87,7 +125,7 @@ def _service_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> l
     gpus = plan.svc_gpus[on_s, on_p, on_b].tolist()
     names, pools, parts = inputs.service_names, inputs.pool_names, cache.parts
     for s, p, b, n, g in zip(on_s.tolist(), on_p.tolist(), on_b.tolist(), replicas, gpus, strict=True):
-        key = ("s", names[s], pools[p], int(n), float(g))
+        key = ("s", names[s], pools[p], n, g)  # n, g: int and float already (as below)
         part = parts.get(key)
         if part is None:
             part = parts[key] = fast_part(
@@ -100,25 +138,41 @@ def _service_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> l
 def _job_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[list[JobPlacement]]:
     """Per block, the placements of the jobs running in it (in job order). Each (job, pool) part
     is looked up once per decision, however many blocks it spans."""
-    n_blocks = plan.job_pool.shape[1]
-    jobs: list[list[JobPlacement]] = [[] for _ in range(n_blocks)]
     pool_of = plan.job_pool
-    on_j, on_b = np.nonzero(pool_of >= 0)
-    parts = cache.parts
-    ids, pools, gangs = inputs.job_ids, inputs.pool_names, inputs.job_gang.tolist()
-    mine: dict[tuple[int, int], JobPlacement] = {}
-    for j, b, p in zip(on_j.tolist(), on_b.tolist(), pool_of[on_j, on_b].tolist(), strict=True):
-        part = mine.get((j, p))
+    n_pools = max(inputs.n_pools, 1)
+    on_b, on_j = np.nonzero(pool_of.T >= 0)  # block-major, jobs in order within a block
+    codes = on_j * n_pools + pool_of[on_j, on_b]  # one code per (job, pool)
+    seen = np.zeros(pool_of.shape[0] * n_pools, dtype=bool)
+    seen[codes] = True
+    rank = np.cumsum(seen) - 1  # code -> its index among the codes seen
+    ids, pools, gangs, parts = inputs.job_ids, inputs.pool_names, inputs.job_gang.tolist(), cache.parts
+    mine: list[JobPlacement] = []
+    for code in np.flatnonzero(seen).tolist():
+        j, p = divmod(code, n_pools)
+        key = ("j", ids[j], pools[p], gangs[j])
+        part = parts.get(key)
         if part is None:
-            job_key = ("j", ids[j], pools[p])
-            cached = parts.get(job_key)
-            if not isinstance(cached, JobPlacement) or cached.gpus != int(gangs[j]):
-                cached = parts[job_key] = fast_part(
-                    JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j])
-                )
-            part = mine[(j, p)] = cached
-        jobs[b].append(part)
+            part = parts[key] = fast_part(JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j]))
+        mine.append(part)  # type: ignore[arg-type]
+    placed = [mine[i] for i in rank[codes].tolist()]
+    jobs: list[list[JobPlacement]] = []
+    start = 0
+    for count in np.bincount(on_b, minlength=pool_of.shape[1]).tolist():
+        jobs.append(placed[start : start + count])
+        start += count
     return jobs
+
+
+def _plan_step(
+    index: int, start: datetime, services: list[ServiceCapacity], jobs: list[JobPlacement]
+) -> PlanStep:
+    """A PlanStep as ``fast_part`` builds it (every field given, so no defaults), built directly:
+    a plan has one per step."""
+    return _assemble(
+        PlanStep,
+        {"index": index, "start": start, "services": services, "jobs": jobs},
+        {"index", "start", "services", "jobs"},
+    )
 
 
 def build_horizon_plan(
@@ -142,9 +196,7 @@ def build_horizon_plan(
     start = inputs.now
     for t in range(inputs.horizon_steps):
         b = block_of[t]
-        steps.append(
-            fast_part(PlanStep, index=t, start=start, services=service_parts[b], jobs=job_parts[b])
-        )
+        steps.append(_plan_step(index=t, start=start, services=service_parts[b], jobs=job_parts[b]))
         start = start + step
     return HorizonPlan.model_construct(
         cluster=inputs.cluster,
@@ -171,51 +223,33 @@ def build_allocation(
     ctx = ReasonContext.build(inputs, plan)
     services: list[ServiceDecision] = []
     replicas0 = plan.svc_replicas[:, :, 0]
+    replica_rows, gpu_rows = replicas0.tolist(), plan.svc_gpus[:, :, 0].tolist()
     shown = np.nonzero((replicas0 != 0) | (inputs.svc_replicas_now != 0))
     for s, p in zip(*(i.tolist() for i in shown), strict=True):
+        replicas, gpus = int(replica_rows[s][p]), float(gpu_rows[s][p])
         services.append(
-            fast_part(
-                ServiceDecision,
-                service=inputs.service_names[s],
-                pool=inputs.pool_names[p],
-                replicas=int(replicas0[s, p]),
-                gpus=float(plan.svc_gpus[s, p, 0]),
-                reason=ctx.service_reason(s, p),
+            _service_decision(
+                inputs.service_names[s],
+                inputs.pool_names[p],
+                replicas,
+                gpus,
+                ctx.service_reason(s, p, replicas, gpus),
             )
         )
     jobs: list[JobDecision] = []
     pool0 = plan.job_pool[:, 0].tolist()
     preempted = plan.preempted.tolist()
-    gangs = inputs.job_gang.tolist()
+    ids, pools, gangs = inputs.job_ids, inputs.pool_names, ctx.gang
     for j in inputs.active_jobs().tolist():
         p = pool0[j]
+        # fields as _job_decision names them: job_id, action, pool, gpus, reason
         if p >= 0:
-            decision = fast_part(
-                JobDecision,
-                job_id=inputs.job_ids[j],
-                action=JobAction.RUN,
-                pool=inputs.pool_names[p],
-                gpus=int(gangs[j]),
-                reason=ctx.run_reason(j, p),
-            )
+            decision = _job_decision(ids[j], JobAction.RUN, pools[p], int(gangs[j]), ctx.run_reason(j, p))
         elif preempted[j]:
-            decision = fast_part(
-                JobDecision,
-                job_id=inputs.job_ids[j],
-                action=JobAction.PREEMPT,
-                pool=inputs.pool_names[inputs.job_running_pool[j]],
-                gpus=0,
-                reason=ctx.preempt_reason(j),
-            )
+            running_in = pools[ctx.running_pool[j]]
+            decision = _job_decision(ids[j], JobAction.PREEMPT, running_in, 0, ctx.preempt_reason(j))
         else:
-            decision = fast_part(
-                JobDecision,
-                job_id=inputs.job_ids[j],
-                action=JobAction.HOLD,
-                pool=None,
-                gpus=0,
-                reason=ctx.hold_reason(j),
-            )
+            decision = _job_decision(ids[j], JobAction.HOLD, None, 0, ctx.hold_reason(j))
         jobs.append(decision)
     return Allocation.model_construct(
         cluster=inputs.cluster,

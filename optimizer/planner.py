@@ -4,8 +4,10 @@ Each decision: inputs -> model structure (cached while the job set, services and
 same) -> parameters -> HiGHS (persistent, warm-started) -> rounding -> HorizonPlan + Allocation
 with reasons. Only step 0 is committed. On time-out, infeasibility or any error the planner
 publishes a flagged fallback (the last plan shifted by one step, else a greedy plan) with the
-reason; nothing escapes ``decide``. No I/O, no clock reads: ``now`` is an argument. The policy
-object keeps the solver session and the last plan between calls (warm start, fallback).
+reason; nothing escapes ``decide``. No I/O, and ``now`` is an argument: the only clock is the
+decision's own time budget (``time_limit_s``), of which the solve gets what is left after the
+model is built, less what the last decision needed after its solve. The policy object keeps the
+solver session and the last plan between calls (warm start, fallback).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import datetime
 
 import numpy as np
 
+from optimizer.basis_carry import carried_indices
 from optimizer.calibration import BandCalibrator
 from optimizer.config import PlannerConfig
 from optimizer.extract import extract_plan, round_relaxed
@@ -33,6 +36,11 @@ from optimizer.rounding import RoundedPlan
 from optimizer.slots import SlotTable, into_slots
 from optimizer.solve_highs import HighsSession, SolveOutcome
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
+
+MIN_SOLVE_SHARE = 0.25
+"""The solve always gets at least this share of the decision's budget."""
+FIRST_POST_SOLVE_SHARE = 0.1
+"""Before any decision was measured, the work after the solve is taken to need this share."""
 
 _OBJECTIVE_GROUPS = {
     "work_value": ("y0", "yb"),
@@ -74,12 +82,15 @@ class PlannerPolicy:
         self._fingerprint = config_fingerprint(self.config)
         self._session = HighsSession()
         self._structure: ModelStructure | None = None
+        self._structure_ids: tuple[str, ...] = ()  # job id of each slot in the last solved model
         self._objective_columns: dict[str, np.ndarray] = {}
         self._slots = SlotTable()
         self._last_plan: HorizonPlan | None = None
         self._parts = PartCache()
         self._calibrator = BandCalibrator()
         self._holds: NodeHolds = {}
+        self._post_solve_s = FIRST_POST_SOLVE_SHARE * self.config.time_limit_s
+        self._solve_end = 0.0
         self.last_solver_ms = 0.0
 
     def session_stats(self) -> dict[str, int]:
@@ -88,6 +99,7 @@ class PlannerPolicy:
 
     def decide(self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime) -> Decision:
         t0 = time.perf_counter()
+        self._solve_end = 0.0
         digest = inputs_digest(state, forecasts, now, self._fingerprint)
         plan_id = plan_id_for(state.cluster, self.name, digest)
         inputs: PlanInputs | None = None
@@ -95,7 +107,7 @@ class PlannerPolicy:
         try:
             corrected, factors = self._calibrator.adjust(state, forecasts, now)
             inputs = build_inputs(state, corrected, now, self.config, band_factors=factors)
-            rounded, solver, objective, inputs = self._optimise(inputs)
+            rounded, solver, objective, inputs = self._optimise(inputs, t0)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
             solver = SolverInfo(
@@ -111,6 +123,8 @@ class PlannerPolicy:
                 # lending is an extra: on any failure the plan stands without it
                 with contextlib.suppress(Exception):
                     decision = lend_headroom(decision, state, corrected)
+            if self._solve_end:
+                self._post_solve_s = time.perf_counter() - self._solve_end
             return decision
         except Exception as exc:
             cause = solver.fallback_reason or solver.status
@@ -145,8 +159,16 @@ class PlannerPolicy:
             self._last_plan = plan
         return Decision(plan=plan, allocation=allocation)
 
+    def _solve_limit_s(self, t0: float) -> float:
+        """What is left of the decision's budget for the solve: the budget less the time spent
+        since ``t0`` and what the last decision needed after its solve (rounding, plan, reasons,
+        or the fallback); never under MIN_SOLVE_SHARE of the budget."""
+        budget = self.config.time_limit_s
+        left = budget - (time.perf_counter() - t0) - self._post_solve_s
+        return max(left, MIN_SOLVE_SHARE * budget)
+
     def _optimise(
-        self, inputs: PlanInputs
+        self, inputs: PlanInputs, t0: float
     ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
         """Solve and round; also returns the inputs the plan is indexed by (job slots)."""
         config = self.config
@@ -154,7 +176,8 @@ class PlannerPolicy:
         if config.backend == "pyomo":
             from optimizer.pyomo_model import solve_with_pyomo
 
-            result = solve_with_pyomo(inputs, config, time_limit_s=config.time_limit_s)
+            result = solve_with_pyomo(inputs, config, time_limit_s=self._solve_limit_s(t0))
+            self._solve_end = time.perf_counter()
             if result.relaxed is None:
                 return (
                     None,
@@ -175,17 +198,25 @@ class PlannerPolicy:
             and slots_match(self._structure, inputs)
         )
         coefficients = None
+        carry = None
         if not reuse:
+            old, old_ids = self._structure, self._structure_ids
             self._structure = build_structure(inputs, key)
             self._objective_columns = objective_columns(self._structure)
-            self._session.forget()
+            if old is not None:  # a new slot layout: start from the old basis, matched by job
+                carry = carried_indices(old, old_ids, self._structure, inputs.job_ids)
+            self._session.forget(keep_basis=carry is not None)
         else:
             assert self._structure is not None
             coefficients = gang_changes(self._structure, inputs)
+        self._structure_ids = inputs.job_ids
         structure = self._structure
         assert structure is not None
         params = fill_parameters(structure, inputs, config)
-        outcome: SolveOutcome = self._session.solve(structure, params, config.time_limit_s, coefficients)
+        outcome: SolveOutcome = self._session.solve(
+            structure, params, self._solve_limit_s(t0), coefficients, carry
+        )
+        self._solve_end = time.perf_counter()
         self.last_solver_ms = outcome.solver_ms
         if not outcome.ok or outcome.x is None:
             return None, _failed("highs", outcome.status, outcome.solver_ms, outcome.detail), {}, inputs

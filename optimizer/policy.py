@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from schemas import Allocation, ClusterState, DemandForecast, HorizonPlan
 
 
@@ -41,13 +43,18 @@ def inputs_digest(
     state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime, config: str = ""
 ) -> str:
     """A stable digest of everything a decision depends on: same inputs, same plan id."""
-    h = hashlib.sha256()
-    h.update(state.model_dump_json().encode())
+    h = hashlib.sha256(_json_bytes(state))
     for service in sorted(forecasts):
-        h.update(forecasts[service].model_dump_json().encode())
+        h.update(_json_bytes(forecasts[service]))
     h.update(now.isoformat().encode())
     h.update(config.encode())
     return h.hexdigest()[:32]
+
+
+def _json_bytes(event: BaseModel) -> bytes:
+    """The event's JSON exactly as ``model_dump_json()`` writes it, as the UTF-8 bytes pydantic
+    produces (model_dump_json decodes them to a str, which would only be encoded again)."""
+    return event.__pydantic_serializer__.to_json(event)
 
 
 def plan_id_for(cluster: str, policy_name: str, digest: str) -> str:

@@ -21,17 +21,19 @@ class ReasonContext:
     svc_gpus0: np.ndarray  # [S, P]
     free0: np.ndarray  # [P]
     team_used0: np.ndarray  # [teams]
+    # job arrays as Python lists (formatting numpy scalars one by one is slow)
+    running_pool: list[int]
+    gang: list[float]
+    weight: list[float]
+    remaining_s: list[float]
+    deadline_step: list[int]
+    svc_gpr: list[float]  # [S] GPUs per replica
+    svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
     _notes: dict[tuple[str, int], str] = field(default_factory=dict)
     _lists: dict[str, list[Any]] = field(default_factory=dict)
     _times: dict[int, str] = field(default_factory=dict)
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
-
-    def _list(self, name: str) -> list[Any]:
-        """A job array as a Python list (formatting numpy scalars one by one is slow)."""
-        values = self._lists.get(name)
-        if values is None:
-            values = self._lists[name] = getattr(self.inputs, name).tolist()
-        return values
+    _covered: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, inputs: PlanInputs, plan: RoundedPlan) -> ReasonContext:
@@ -44,12 +46,27 @@ class ReasonContext:
         team_used0 = np.bincount(
             inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names)
         )
-        return cls(inputs, plan, job_gpus0, svc_gpus0, free0, team_used0)
+        return cls(
+            inputs,
+            plan,
+            job_gpus0,
+            svc_gpus0,
+            free0,
+            team_used0,
+            running_pool=inputs.job_running_pool.tolist(),
+            gang=inputs.job_gang.tolist(),
+            weight=inputs.job_weight.tolist(),
+            remaining_s=inputs.job_remaining_s.tolist(),
+            deadline_step=inputs.job_deadline_step.tolist(),
+            svc_gpr=inputs.svc_gpr.tolist(),
+            svc_demand0=inputs.svc_demand_steps[:, 0].tolist() if inputs.svc_demand_steps.size else [],
+        )
 
     def _hhmm(self, step: int) -> str:
         text = self._times.get(step)
         if text is None:
-            text = self._times[step] = f"{self.inputs.step_start(step):%H:%M}"
+            at = self.inputs.step_start(step)
+            text = self._times[step] = f"{at.hour:02d}:{at.minute:02d}"  # as %H:%M, without strftime
         return text
 
     def _service_note(self, s: int) -> str:
@@ -77,11 +94,10 @@ class ReasonContext:
     def _make_pool_note(self, p: int) -> str:
         inp = self.inputs
         parts = [f"pool {inp.pool_names[p]}: {inp.avail_steps[p, 0]:.0f} GPUs in service"]
-        if inp.n_services and self.svc_gpus0[:, p].sum() > EPS:
+        inference = self.svc_gpus0[:, p].sum() if inp.n_services else 0.0
+        if inp.n_services and inference > EPS:
             s = int(np.argmax(self.svc_gpus0[:, p]))
-            parts.append(
-                f"{self.svc_gpus0[:, p].sum():.0f} reserved for inference, most for {self._service_note(s)}"
-            )
+            parts.append(f"{inference:.0f} reserved for inference, most for {self._service_note(s)}")
         if self.job_gpus0[p] > 0:
             parts.append(f"{self.job_gpus0[p]:.0f} running jobs")
         parts.append(f"{max(self.free0[p], 0):.0f} free")
@@ -89,33 +105,36 @@ class ReasonContext:
             parts.append(f"windows: {inp.window_reason[p]}")
         return ", ".join(parts)
 
-    def service_reason(self, s: int, p: int) -> str:
+    def service_reason(self, s: int, p: int, replicas: int | None = None, gpus: float | None = None) -> str:
+        """Why service s has ``replicas`` on ``gpus`` in pool p in step 0 (None: the plan's)."""
         inp, plan = self.inputs, self.plan
-        replicas = int(plan.svc_replicas[s, p, 0])
-        gpus = float(plan.svc_gpus[s, p, 0])
+        replicas = int(plan.svc_replicas[s, p, 0]) if replicas is None else replicas
+        gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
         where = f"{replicas} replicas on {gpus:g} GPUs in pool {inp.pool_names[p]}"
         text = f"{where}: covers {self._service_note(s)}"
-        if replicas and gpus + EPS < replicas * inp.svc_gpr[s]:
-            k = replicas * inp.svc_gpr[s] / max(gpus, EPS)
+        if replicas and gpus + EPS < replicas * self.svc_gpr[s]:
+            k = replicas * self.svc_gpr[s] / max(gpus, EPS)
             text += (
                 f"; time-sliced {k:.1f} tenants per GPU (limit {inp.svc_tenants[s, p]:.0f}), "
                 f"{inp.svc_loss[s, p] * 100:.1f}% capacity lost per co-tenant"
             )
-        covered = float(plan.svc_gpus[s, :, 0].sum())
-        if covered + EPS < inp.svc_demand_steps[s, 0]:
-            text += f"; short by {inp.svc_demand_steps[s, 0] - covered:.1f} GPUs: allowed pools are full"
+        covered = self._covered.get(s)
+        if covered is None:
+            covered = self._covered[s] = float(plan.svc_gpus[s, :, 0].sum())
+        if covered + EPS < self.svc_demand0[s]:
+            text += f"; short by {self.svc_demand0[s] - covered:.1f} GPUs: allowed pools are full"
         return text
 
     def run_reason(self, j: int, p: int) -> str:
         inp = self.inputs
-        kept = self._list("job_running_pool")[j] == p
+        kept = self.running_pool[j] == p
         head = "run: keeps running" if kept else "run: starts"
         text = (
-            f"{head} in pool {inp.pool_names[p]} ({self._list('job_gang')[j]:.0f} GPUs, weight "
-            f"{self._list('job_weight')[j]:g}, class {inp.job_priority_class[j]}); "
-            f"{self._list('job_remaining_s')[j] / 3600:.1f} GPU-h left"
+            f"{head} in pool {inp.pool_names[p]} ({self.gang[j]:.0f} GPUs, weight "
+            f"{self.weight[j]:g}, class {inp.job_priority_class[j]}); "
+            f"{self.remaining_s[j] / 3600:.1f} GPU-h left"
         )
-        deadline = int(self._list("job_deadline_step")[j])
+        deadline = int(self.deadline_step[j])
         if deadline <= inp.horizon_steps:
             text += f"; deadline {self._hhmm(deadline)}"
         if not kept:
@@ -154,7 +173,7 @@ class ReasonContext:
         best = self._best_pool(j)
         if best < 0:
             return "held: no pool matches the job's allowed pools and GPU types"
-        if self._list("job_remaining_s")[j] <= 0:
+        if self.remaining_s[j] <= 0:
             return "held: no work left by its own estimate"
         team = int(inp.job_team[j])
         b = int(self._first_planned_block()[j])
@@ -163,7 +182,7 @@ class ReasonContext:
             when = f"planned to start at {self._hhmm(step)} in pool {inp.pool_names[plan.job_pool[j, b]]}"
         else:
             when = "not planned to start within the horizon"
-        gang = self._list("job_gang")[j]
+        gang = self.gang[j]
         if self.team_used0[team] + gang > inp.team_quota[team] + EPS:
             return (
                 f"held: team {inp.team_names[team]} is at its quota of {inp.team_quota[team]:.0f} GPUs "

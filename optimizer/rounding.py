@@ -80,15 +80,10 @@ def round_jobs(
     share (highest first) and weight. Later blocks: jobs keep their pool when it still fits.
     """
     n_jobs, n_blocks = inputs.n_jobs, inputs.blocks.count
-    gang = inputs.job_gang
     run_pool = inputs.job_running_pool
     job_pool = np.full((n_jobs, n_blocks), -1, dtype=np.int64)
     if svc_gpus0 is None:
         svc_gpus0 = np.zeros(inputs.n_pools)
-    dur_s = inputs.blocks.dur_s
-    quota = inputs.team_quota
-    allowed = inputs.job_allowed
-    weight = inputs.job_weight
 
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
@@ -97,27 +92,115 @@ def round_jobs(
     )
     preempted = running & (job_pool[:, 0] < 0)
 
-    # Later blocks (plain Python on lists: a few blocks times the jobs with a share there).
-    allowed_pools: dict[int, list[int]] = {}
-    gang_list = gang.tolist()
-    team_list = inputs.job_team.tolist()
-    quota_list = quota.tolist()
+    _round_later_blocks(inputs, free, share, job_pool, remaining)
+    return job_pool, preempted, holds
+
+
+def _later_block_order(inputs: PlanInputs, share: np.ndarray, first: int) -> list[list[int]]:
+    """Per block from ``first`` on, the jobs with a share there, by share (highest first), weight
+    (highest first), then index: one sort over every (block, job) pair at once."""
+    later = share[:, first:]
+    on_b, on_j = np.nonzero(later.T > EPS)  # block-major
+    weight = inputs.job_weight
+    ranked = on_j[np.lexsort((on_j, -weight[on_j], -later[on_j, on_b], on_b))].tolist()
+    orders: list[list[int]] = []
+    start = 0
+    for count in np.bincount(on_b, minlength=later.shape[1]).tolist():
+        orders.append(ranked[start : start + count])
+        start += count
+    return orders
+
+
+def _whole_counts(values: np.ndarray) -> bool:
+    """Every finite value a whole number small enough that sums of them are exact."""
+    finite = values[np.isfinite(values)]
+    return bool(np.all(finite == np.floor(finite)) and np.all(np.abs(finite) < 2.0**50))
+
+
+def _steady_blocks(
+    inputs: PlanInputs, free: np.ndarray, share: np.ndarray, job_pool: np.ndarray, remaining: np.ndarray
+) -> tuple[int, np.ndarray]:
+    """The later blocks (1..k) that the sequential rounding would fill without a single choice:
+    every job with a share there that ran in the block before keeps its pool, all of them fit
+    their pools and quotas, and no other job with work left has a share there. Fills those
+    blocks of ``job_pool``; returns k and the work left after them. Whole GPU counts only (then
+    totals decide what the one-by-one checks would); k = 0 otherwise."""
+    gang, team_quota = inputs.job_gang, inputs.team_quota
+    whole = _whole_counts(np.concatenate([gang, free.ravel(), team_quota]))
+    if not (whole and np.all(np.isfinite(gang) & (gang >= 1.0))):
+        return 0, remaining
+    n_jobs, n_later = job_pool.shape[0], job_pool.shape[1] - 1
+    pool0 = job_pool[:, 0]
+    on = share[:, 1:] > EPS
+    # work left before each later block if the job ran in every one before it (as the one-by-one
+    # rounding subtracts it: gang x block length, block after block)
+    steps = gang[:, None] * inputs.blocks.dur_s[None, 1:]
+    left = np.subtract.accumulate(np.concatenate([remaining[:, None], steps], axis=1), axis=1)
+    run = np.logical_and.accumulate(on & (left[:, :-1] > 0), axis=1) & (pool0 >= 0)[:, None]
+    run_blocks = run.sum(axis=1)
+    ran_before = np.concatenate([(pool0 >= 0)[:, None], run[:, :-1]], axis=1)
+    starts = on & ~ran_before & (left[np.arange(n_jobs), run_blocks] > 0)[:, None]  # would need a pool
+    on_j, on_k = np.nonzero(run)
+    pool_use = np.bincount(
+        pool0[on_j] * n_later + on_k, weights=gang[on_j], minlength=free.shape[0] * n_later
+    ).reshape(free.shape[0], n_later)
+    team_use = np.bincount(
+        inputs.job_team[on_j] * n_later + on_k, weights=gang[on_j], minlength=team_quota.size * n_later
+    ).reshape(team_quota.size, n_later)
+    # NaN compares false: counted as not fitting, so the one-by-one rounding decides
+    unsteady = starts.any(axis=0) | ~(pool_use <= free[:, 1:]).all(axis=0)
+    unsteady |= ~(team_use <= team_quota[:, None]).all(axis=0)
+    steady = int(np.argmax(unsteady)) if unsteady.any() else n_later
+    job_pool[:, 1 : steady + 1] = np.where(run[:, :steady], pool0[:, None], -1)
+    return steady, left[np.arange(n_jobs), np.minimum(run_blocks, steady)]
+
+
+def _round_later_blocks(
+    inputs: PlanInputs,
+    free: np.ndarray,
+    share: np.ndarray,
+    job_pool: np.ndarray,
+    remaining: np.ndarray,
+    *,
+    shortcut: bool = True,
+) -> None:
+    """Blocks 1..B-1 of ``job_pool`` (filled in place; column 0 is step 0's): jobs already
+    running keep their pool when it still fits, then the rest go to the allowed pool with most
+    room, in the order of ``_later_block_order``; quotas and remaining work bound every block.
+    Plain Python on lists (a few blocks times the jobs with a share there), after the blocks
+    ``_steady_blocks`` fills at once (``shortcut``; the result is the same without it)."""
+    n_jobs, n_blocks = job_pool.shape
+    if n_blocks <= 1:
+        return
+    steady = 0
+    if shortcut:
+        steady, remaining = _steady_blocks(inputs, free, share, job_pool, remaining)
+    first = steady + 1
+    if first >= n_blocks:
+        return
     remaining_list = remaining.tolist()
-    for b in range(1, n_blocks):
-        cap = free[:, b].tolist()
+    allowed_rows: list[list[bool]] | None = None
+    allowed_pools: dict[int, list[int]] = {}
+    gang_list = inputs.job_gang.tolist()
+    team_list = inputs.job_team.tolist()
+    limit_list = [quota + EPS for quota in inputs.team_quota.tolist()]
+    free_rows = free.T.tolist()
+    dur_list = inputs.blocks.dur_s.tolist()
+    prev_list: list[int] = job_pool[:, first - 1].tolist()
+    columns: list[list[int]] = []
+    for b, ranked in enumerate(_later_block_order(inputs, share, first), start=first):
+        cap = free_rows[b]
         cap_max: float | None = max(cap, default=0.0)  # no pool fits a gang above it (None: recount)
-        team_used_list = [0.0] * len(quota_list)
-        prev = job_pool[:, b - 1]
-        idx = np.flatnonzero(share[:, b] > EPS)
-        order = idx[np.lexsort((idx, -weight[idx], -share[idx, b], prev[idx] < 0))].tolist()
-        prev_list = prev.tolist()
-        dur = float(dur_s[b])
-        placed_pool = job_pool[:, b]
+        team_used_list = [0.0] * len(limit_list)
+        # running in the previous block first (stable: keeps the ranked order within each part)
+        order = [j for j in ranked if prev_list[j] >= 0] + [j for j in ranked if prev_list[j] < 0]
+        dur = dur_list[b]
+        placed = [-1] * n_jobs
         for j in order:
             if remaining_list[j] <= 0:
                 continue
             g, t = gang_list[j], team_list[j]
-            if team_used_list[t] + g > quota_list[t] + EPS:
+            if team_used_list[t] + g > limit_list[t]:
                 continue
             p = prev_list[j]
             if p < 0 or cap[p] + EPS < g:
@@ -127,9 +210,12 @@ def round_jobs(
                     continue
                 p = -1
                 best = -1.0
-                if j not in allowed_pools:
-                    allowed_pools[j] = np.flatnonzero(allowed[j]).tolist()
-                for q in allowed_pools[j]:
+                pools = allowed_pools.get(j)
+                if pools is None:
+                    if allowed_rows is None:
+                        allowed_rows = inputs.job_allowed.tolist()
+                    pools = allowed_pools[j] = [q for q, ok in enumerate(allowed_rows[j]) if ok]
+                for q in pools:
                     if cap[q] + EPS >= g and cap[q] > best:
                         p, best = q, cap[q]
                 if p < 0:
@@ -137,9 +223,11 @@ def round_jobs(
             cap[p] -= g
             cap_max = None
             team_used_list[t] += g
-            placed_pool[j] = p
+            placed[j] = p
             remaining_list[j] -= g * dur
-    return job_pool, preempted, holds
+        columns.append(placed)
+        prev_list = placed
+    job_pool[:, first:] = np.array(columns, dtype=np.int64).T
 
 
 def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:

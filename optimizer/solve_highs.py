@@ -2,8 +2,9 @@
 
 A HighsSession keeps one Highs instance between decisions. When the model's structure (its
 matrix) is unchanged, only costs and bounds are updated and HiGHS starts from its last basis
-(a warm start); otherwise the model is passed again. Never raises on a solver problem: the
-outcome says what happened and the planner falls back.
+(a warm start); otherwise the model is passed again, starting from the old basis carried over
+by matching columns and rows (optimizer/basis_carry.py) when the planner gives that match. Never
+raises on a solver problem: the outcome says what happened and the planner falls back.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
+from optimizer.basis_carry import BASIC, LOWER, carried_status
 from optimizer.formulation import ModelStructure
 from optimizer.parameters import Parameters
+
+_STATUS = list(highspy.HighsBasisStatus.__members__.values())
+"""HiGHS's basis statuses by value (kLower=0, kBasic=1, kUpper=2, kZero=3, kNonbasic=4)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,8 @@ class SolveOutcome:
     solver_ms: float
     warm: bool
     detail: str = ""
+    iterations: int = 0
+    """Simplex iterations of this run (how far the start was from the optimum)."""
 
 
 def _to_highs_lp(structure: ModelStructure, params: Parameters) -> highspy.HighsLp:
@@ -75,6 +82,7 @@ class HighsSession:
         self._highs: highspy.Highs | None = None
         self._key: str | None = None
         self._params: Parameters | None = None
+        self._kept_basis: tuple[np.ndarray, np.ndarray] | None = None
         self.rebuilds = 0
         self.updates = 0
 
@@ -84,9 +92,41 @@ class HighsSession:
         highs.setOptionValue("time_limit", float(time_limit_s))
         return highs
 
-    def forget(self) -> None:
-        """Drop the live model (its structure is gone); the next load passes a fresh one."""
+    def forget(self, keep_basis: bool = False) -> None:
+        """Drop the live model (its structure is gone); the next load passes a fresh one. With
+        ``keep_basis`` the last optimal basis is kept for that load to start from."""
+        self._kept_basis = self._optimal_basis() if keep_basis else None
         self._highs, self._key, self._params = None, None, None
+
+    def _optimal_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
+        highs = self._highs
+        if highs is None or highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        basis = highs.getBasis()
+        if not basis.valid:
+            return None
+        return (
+            np.asarray([s.value for s in basis.col_status], dtype=np.int8),
+            np.asarray([s.value for s in basis.row_status], dtype=np.int8),
+        )
+
+    def _start_from_kept_basis(
+        self, highs: highspy.Highs, params: Parameters, carry: tuple[np.ndarray, np.ndarray]
+    ) -> None:
+        """Give the fresh model the kept basis through ``carry`` (the old index of each new column
+        and row, -1: none); HiGHS repairs it where the count of basic variables is off."""
+        kept, self._kept_basis = self._kept_basis, None
+        if kept is None:
+            return
+        col_src, row_src = carry
+        basis = highspy.HighsBasis()
+        cols = carried_status(kept[0], col_src, LOWER, params.col_lower, params.col_upper)
+        rows = carried_status(kept[1], row_src, BASIC, params.row_lower, params.row_upper)
+        basis.col_status = [_STATUS[v] for v in cols.tolist()]
+        basis.row_status = [_STATUS[v] for v in rows.tolist()]
+        basis.valid = True
+        basis.alien = True
+        highs.setBasis(basis)
 
     def holds(self, key: str) -> bool:
         """Whether the live model has this structure (so coefficient changes can be applied)."""
@@ -98,10 +138,12 @@ class HighsSession:
         params: Parameters,
         time_limit_s: float,
         coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        carry: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> bool:
         """Make the session's model equal to (structure, params); True when updated in place:
         costs, bounds and ``coefficients`` (row, col, value: matrix entries of job slots taken
-        over by a job with another gang size)."""
+        over by a job with another gang size). A fresh model starts from the basis kept by
+        ``forget(keep_basis=True)`` through ``carry`` when both are there."""
         old = self._params
         if self._highs is not None and self._key == structure.key and old is not None:
             highs = self._highs
@@ -124,6 +166,9 @@ class HighsSession:
             return True
         highs = self._fresh(time_limit_s)
         highs.passModel(_to_highs_lp(structure, params))
+        if carry is not None:
+            self._start_from_kept_basis(highs, params, carry)
+        self._kept_basis = None
         self._highs, self._key, self._params = highs, structure.key, params
         self.rebuilds += 1
         return False
@@ -134,9 +179,10 @@ class HighsSession:
         params: Parameters,
         time_limit_s: float,
         coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        carry: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> SolveOutcome:
         try:
-            warm = self.load(structure, params, time_limit_s, coefficients)
+            warm = self.load(structure, params, time_limit_s, coefficients, carry)
             assert self._highs is not None
             highs = self._highs
             # HiGHS's clock runs across calls on one instance: the limit is relative to it
@@ -157,8 +203,11 @@ class HighsSession:
                 # on a time limit the model and its basis stay: the next decision continues from there
                 return SolveOutcome(False, name, None, float("nan"), solver_ms, warm, f"HiGHS: {name}")
             x = np.asarray(highs.getSolution().col_value, dtype=float)
-            objective = float(highs.getInfo().objective_function_value)
-            return SolveOutcome(True, name, x, objective, solver_ms, warm)
+            info = highs.getInfo()
+            objective = float(info.objective_function_value)
+            return SolveOutcome(
+                True, name, x, objective, solver_ms, warm, iterations=info.simplex_iteration_count
+            )
         except Exception as exc:
             self._highs, self._key, self._params = None, None, None
             return SolveOutcome(False, "error", None, float("nan"), 0.0, False, f"HiGHS error: {exc!r}")

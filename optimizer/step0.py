@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,6 +51,26 @@ class _Placement:
 
     def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
         return self.pool0, self.remaining, self.holds
+
+
+class _StopCosts(NamedTuple):
+    """What clearing nodes weighs (step0's node level): per job, the work a stop loses (GPU-s,
+    with the preemption penalty); which running jobs may be stopped; the horizon's length; and
+    which jobs have no deadline to miss (only those are stopped for lower-weight gangs)."""
+
+    lost: list[float]
+    stoppable: np.ndarray
+    horizon_s: float
+    no_deadline: list[bool]
+
+    @classmethod
+    def of(cls, inputs: PlanInputs, stoppable: np.ndarray, penalty_gpu_s: float) -> _StopCosts:
+        return cls(
+            (inputs.job_lost_gpu_s + penalty_gpu_s * inputs.job_gang).tolist(),
+            stoppable,
+            float(inputs.blocks.dur_s.sum()),
+            (inputs.job_deadline_step > inputs.horizon_steps).tolist(),
+        )
 
 
 def round_step0(
@@ -131,6 +152,41 @@ def _withdraw_idle_preemptions(
     return keep
 
 
+def _place_kept(
+    inputs: PlanInputs,
+    keep: np.ndarray,
+    run_share: np.ndarray,
+    pinned: np.ndarray,
+    cap: list[float],
+    used: list[float],
+    pool0: np.ndarray,
+    remaining: np.ndarray,
+    nodes: NodeBook,
+) -> None:
+    """Running jobs stay in their pools: pinned first, then those the plan keeps, by share, while
+    the pool's GPUs and the team's quota allow (``cap``, ``used``, ``pool0``, ``remaining`` and
+    ``nodes`` updated in place); the book notes which nodes they keep busy and until when (by
+    their estimates), where the state says."""
+    run_pool = inputs.job_running_pool
+    kept_order = np.flatnonzero(keep)
+    kept_order = kept_order[np.lexsort((kept_order, -run_share[kept_order], ~pinned[kept_order]))]
+    pools, pinned_list = run_pool.tolist(), pinned.tolist()
+    gangs, team, quota = inputs.job_gang.tolist(), inputs.job_team.tolist(), inputs.team_quota.tolist()
+    node_detail = any(free is not None for free in nodes.free)
+    wall_s = (inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)).tolist() if node_detail else []
+    placed: list[int] = []
+    for j in kept_order.tolist():
+        p, g, t = pools[j], gangs[j], team[j]
+        if pinned_list[j] or (cap[p] + EPS >= g and used[t] + g <= quota[t] + EPS):
+            cap[p] -= g
+            used[t] += g
+            placed.append(j)
+            if node_detail:
+                nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), wall_s[j])
+    pool0[placed] = run_pool[placed]
+    remaining[placed] -= inputs.job_gang[placed] * float(inputs.blocks.dur_s[0])
+
+
 def _place(
     inputs: PlanInputs,
     keep: np.ndarray,
@@ -173,14 +229,7 @@ def _place(
     # nodes they keep busy and until when (by their estimates), where the state says.
     nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
     job_nodes = inputs.job_nodes
-    wall_s = (inputs.job_remaining_s / np.maximum(gang, 1.0)).tolist()
-    kept_order = np.flatnonzero(keep)
-    kept_order = kept_order[np.lexsort((kept_order, -run_share[kept_order], ~pinned[kept_order]))]
-    for j in kept_order.tolist():
-        p = int(run_pool[j])
-        if pinned[j] or (cap[p] + EPS >= gangs[j] and used[team[j]] + gangs[j] <= quota[team[j]] + EPS):
-            place(j, p)
-            nodes.note_running(p, job_nodes.get(inputs.job_ids[j]), wall_s[j])
+    _place_kept(inputs, keep, run_share, pinned, cap, used, pool0, remaining, nodes)
 
     # A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their
     # own), so whether a start used them is known; then inference is packed on the fullest nodes,
@@ -189,8 +238,8 @@ def _place(
         j: nodes.release(int(run_pool[j]), gangs[j], job_nodes.get(inputs.job_ids[j]))
         for j in np.flatnonzero(running & (pool0 < 0)).tolist()
     }
-    for p in range(inputs.n_pools):
-        nodes.reserve_inference(p, math.ceil(float(svc_gpus0[p]) - EPS))
+    for p, gpus in enumerate(svc_gpus0.tolist()):
+        nodes.reserve_inference(p, math.ceil(gpus - EPS))
 
     # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
     # the last choice for starting it: the window would stop it and its work since checkpoint.
@@ -216,11 +265,7 @@ def _place(
                 return True
         return False
 
-    lost = (inputs.job_lost_gpu_s + penalty_gpu_s * gang).tolist()
-    stoppable = running & inputs.job_preemptible & ~pinned
-    horizon_s = float(inputs.blocks.dur_s.sum())
-    # work of a higher weight is stopped for a gang only when it has no deadline to miss
-    no_deadline = (inputs.job_deadline_step > inputs.horizon_steps).tolist()
+    costs: list[_StopCosts] = []  # worked out at the first clearing only
 
     def clear_for(j: int, p: int) -> bool:
         """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
@@ -233,6 +278,9 @@ def _place(
             or used[team[j]] + gangs[j] > quota[team[j]] + EPS
         ):
             return False
+        if not costs:
+            costs.append(_StopCosts.of(inputs, running & inputs.job_preemptible & ~pinned, penalty_gpu_s))
+        lost, stoppable, horizon_s, no_deadline = costs[0]
         candidates = [
             Candidate(v, job_nodes[inputs.job_ids[v]], weights[v] * lost[v])
             for v in np.flatnonzero(stoppable & (pool0 == p)).tolist()
@@ -276,10 +324,10 @@ def _place(
     held_before = inputs.held_nodes or {}
     holds: NodeHolds = {}
     for j in chosen.tolist():
-        row = share0[j]
+        row, allowed = share0[j].tolist(), inputs.job_allowed[j].tolist()
         # the plan's pools first, then any other allowed pool (try_start moves dipping ones last)
-        order = np.argsort(-row, kind="stable").tolist()
-        pools = [p for p in order if row[p] > EPS or inputs.job_allowed[j, p]]
+        order = np.argsort(-share0[j], kind="stable").tolist()
+        pools = [p for p in order if row[p] > EPS or allowed[p]]
         # the plan's own starts outrank any stop; one that fits no node holds the emptiest nodes
         # of its pool against lower-weight backfill (a reservation per blocked gang)
         if not try_start(j, pools, math.inf) and pools:
@@ -297,6 +345,7 @@ def _place(
         idle = np.flatnonzero(~running & (pool0 < 0) & (remaining > 0) & (inputs.job_weight > backfill_above))
         soon = share[idle].sum(axis=1) if share.shape[1] else np.zeros(idle.size)
         for j in idle[np.lexsort((idle, -soon, -inputs.job_weight[idle]))].tolist():
-            pools = sorted(np.flatnonzero(inputs.job_allowed[j]).tolist(), key=lambda p: (cap[p], p))
+            allowed = inputs.job_allowed[j].tolist()
+            pools = sorted((p for p, ok in enumerate(allowed) if ok), key=lambda p: (cap[p], p))
             try_start(j, pools, weights[j])
     return _Placement(pool0, remaining, cap, used, nodes, released, top_weight, holds)
