@@ -75,6 +75,18 @@ def quiet_highs() -> highspy.Highs:
     return highs  # type: ignore[no-any-return]
 
 
+def _restart_from_basis(highs: highspy.Highs) -> None:
+    """Start the next solve from the current basis with fresh simplex data. Without a matrix
+    change HiGHS resumes with what it kept from the last solve (edge weights, perturbed costs);
+    after this model's per-step cost and bound changes that resumption took more pivots than a
+    fresh start from the same basis (seed scale, 200 decisions: p90 160 -> 62 iterations, the
+    same optima)."""
+    basis = highs.getBasis()
+    if basis.valid:
+        highs.clearSolver()
+        highs.setBasis(basis)
+
+
 class HighsSession:
     """One persistent HiGHS model, updated in place while its structure holds."""
 
@@ -162,6 +174,7 @@ class HighsSession:
                     idx.size, idx, params.row_lower[idx], params.row_upper[idx]
                 )
             self._params = params
+            _restart_from_basis(highs)
             self.updates += 1
             return True
         highs = self._fresh(time_limit_s)
