@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from optimizer.inputs import PlanInputs
 from optimizer.reasons import ReasonContext
-from optimizer.rounding import RoundedPlan
+from optimizer.rounding import RoundedPlan, split_by_block
 from schemas import (
     Allocation,
     HorizonPlan,
@@ -155,12 +155,7 @@ def _job_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[
             part = parts[key] = fast_part(JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j]))
         mine.append(part)  # type: ignore[arg-type]
     placed = [mine[i] for i in rank[codes].tolist()]
-    jobs: list[list[JobPlacement]] = []
-    start = 0
-    for count in np.bincount(on_b, minlength=pool_of.shape[1]).tolist():
-        jobs.append(placed[start : start + count])
-        start += count
-    return jobs
+    return split_by_block(placed, on_b, pool_of.shape[1])
 
 
 def _plan_step(

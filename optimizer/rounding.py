@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from optimizer.nodes import NodeHolds
 from optimizer.step0 import round_step0
 
 EPS = 1e-6
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,17 @@ def _later_block_order(inputs: PlanInputs, share: np.ndarray, first: int) -> lis
     on_b, on_j = np.nonzero(later.T > EPS)  # block-major
     weight = inputs.job_weight
     ranked = on_j[np.lexsort((on_j, -weight[on_j], -later[on_j, on_b], on_b))].tolist()
-    orders: list[list[int]] = []
+    return split_by_block(ranked, on_b, later.shape[1])
+
+
+def split_by_block(items: list[_T], block_of: np.ndarray, n_blocks: int) -> list[list[_T]]:
+    """Block-major ``items`` (``block_of`` each, ascending) as one list per block."""
+    lists: list[list[_T]] = []
     start = 0
-    for count in np.bincount(on_b, minlength=later.shape[1]).tolist():
-        orders.append(ranked[start : start + count])
+    for count in np.bincount(block_of, minlength=n_blocks).tolist():
+        lists.append(items[start : start + count])
         start += count
-    return orders
+    return lists
 
 
 def _whole_counts(values: np.ndarray) -> bool:

@@ -111,6 +111,28 @@ def day_curve(peak: float, trough: float, steps: int = 96, peak_step: int = 32) 
     ]
 
 
+def three_pool_cluster(
+    n_jobs: int, first: int = 0, weights: tuple[float, ...] = (1.0, 2.0), peak_step: int = 8
+) -> tuple[ClusterState, dict[str, DemandForecast]]:
+    """A small mixed cluster: three pools (one time-sliced), one service, jobs of gangs 1/2/4
+    cycling through weights, allowed pools and two teams (one with a quota), and a day of demand."""
+    pools = [pool("a", 32, gpu_type="a100", max_share=4), pool("b", 16), pool("c", 24)]
+    services = [service("chat", replicas={"a": 4}, min_replicas=1)]
+    jobs = [
+        job(
+            f"j{i}",
+            [1, 2, 4][i % 3],
+            weight=weights[i % len(weights)],
+            hours=1.0 + i % 4,
+            allowed_pools=[[], ["a"], ["b", "c"]][i % 3],
+            team=["x", "y"][i % 2],
+        )
+        for i in range(first, first + n_jobs)
+    ]
+    curve = day_curve(12, 3, steps=24, peak_step=peak_step)
+    return state(pools, jobs, services, quotas_gpus={"x": 20}), {"chat": forecast("chat", curve, spread=1.0)}
+
+
 def check_plan(st: ClusterState, decision: Decision, horizon_steps: int, step_s: int) -> None:
     """Every invariant a published decision must satisfy, on the validated records."""
     # what goes on the wire must decode as the strict event it claims to be

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
+from optimizer_cases import NOW, three_pool_cluster
 
 import optimizer.slots as slots
 from optimizer.basis_carry import carried_indices
@@ -25,22 +25,8 @@ CONFIG = PlannerConfig(
 
 
 def _inputs(n_jobs: int, first: int = 0, shift_steps: int = 0) -> PlanInputs:
-    pools = [pool("a", 32, gpu_type="a100", max_share=4), pool("b", 16), pool("c", 24)]
-    services = [service("chat", replicas={"a": 4}, min_replicas=1)]
-    jobs = [
-        job(
-            f"j{i}",
-            [1, 2, 4][i % 3],
-            weight=[1.0, 2.0, 4.0][i % 3],
-            hours=1.0 + i % 4,
-            allowed_pools=[[], ["a"], ["b", "c"]][i % 3],
-            team=["x", "y"][i % 2],
-        )
-        for i in range(first, first + n_jobs)
-    ]
-    curve = day_curve(12, 3, steps=24, peak_step=8 - shift_steps)
-    cluster = state(pools, jobs, services, quotas_gpus={"x": 20})
-    return build_inputs(cluster, {"chat": forecast("chat", curve, spread=1.0)}, NOW, CONFIG)
+    cluster, forecasts = three_pool_cluster(n_jobs, first, weights=(1.0, 2.0, 4.0), peak_step=8 - shift_steps)
+    return build_inputs(cluster, forecasts, NOW, CONFIG)
 
 
 def _laid_out(inputs: PlanInputs, spare_min: int, monkeypatch: pytest.MonkeyPatch) -> PlanInputs:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
-from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
+from optimizer_cases import NOW, three_pool_cluster
 
 from optimizer.config import PlannerConfig
 from optimizer.formulation import build_structure, slots_match
@@ -26,21 +26,7 @@ CONFIG = PlannerConfig(
 
 
 def _cluster(n_jobs: int, first: int = 0):  # type: ignore[no-untyped-def]
-    pools = [pool("a", 32, gpu_type="a100", max_share=4), pool("b", 16), pool("c", 24)]
-    services = [service("chat", replicas={"a": 4}, min_replicas=1)]
-    jobs = [
-        job(
-            f"j{i}",
-            [1, 2, 4][i % 3],
-            weight=[1.0, 2.0][i % 2],
-            hours=1.0 + i % 4,
-            allowed_pools=[[], ["a"], ["b", "c"]][i % 3],
-            team=["x", "y"][i % 2],
-        )
-        for i in range(first, first + n_jobs)
-    ]
-    forecasts = {"chat": forecast("chat", day_curve(12, 3, steps=24, peak_step=8), spread=1.0)}
-    return state(pools, jobs, services, quotas_gpus={"x": 20}), forecasts
+    return three_pool_cluster(n_jobs, first)
 
 
 def test_slot_arrays_are_shared_read_only_and_renewed_on_a_new_layout() -> None:
