@@ -76,6 +76,13 @@ class OptimizerSettings(_Group):
         description="lend idle inference headroom to preemptible jobs; it needs an autoscaler that "
         "takes it back within the step (a Kubernetes HPA). Unset: on, except with the slurm backend",
     )
+    decision_budget_s: float = Field(
+        default=0.8,
+        gt=0.0,
+        le=600.0,
+        description="wall-clock budget of one planner decision (model update, solve, plan, reasons); "
+        "the solve gets what is left of it, and past its limit a flagged fallback is published",
+    )
 
 
 ActuatorSettings = ActuatorConfig

@@ -103,7 +103,10 @@ def default_policy(settings: Settings) -> Policy:
         return FifoPolicy()
     from optimizer.config import PlannerConfig
 
-    return PlannerPolicy(name="ebbtide", config=PlannerConfig(lend_headroom=settings.lends_headroom()))
+    config = PlannerConfig(
+        lend_headroom=settings.lends_headroom(), time_limit_s=settings.optimizer.decision_budget_s
+    )
+    return PlannerPolicy(name="ebbtide", config=config)
 
 
 def default_forecast_source(settings: Settings) -> ForecastSource:

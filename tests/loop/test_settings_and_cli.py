@@ -44,6 +44,18 @@ def test_headroom_is_lent_unless_nothing_can_take_it_back(monkeypatch):
     assert load_settings().lends_headroom()  # said explicitly: as said
 
 
+def test_the_decision_budget_reaches_the_planner_and_a_bad_one_is_named(monkeypatch):
+    from streams.services.wiring import default_policy
+
+    monkeypatch.setenv("EBBTIDE_OPTIMIZER__DECISION_BUDGET_S", "2.5")
+    policy = default_policy(load_settings())
+    assert policy.config.time_limit_s == 2.5  # type: ignore[attr-defined]
+    monkeypatch.setenv("EBBTIDE_OPTIMIZER__DECISION_BUDGET_S", "0")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert "optimizer.decision_budget_s [EBBTIDE_OPTIMIZER__DECISION_BUDGET_S]" in str(err.value)
+
+
 def test_a_bad_config_file_is_named(tmp_path: Path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("kafka: [unclosed\n")
