@@ -147,26 +147,31 @@ def _choose_borrowers(
         job = jobs.get(d.job_id)
         if job is not None and d.action == JobAction.RUN:
             team_gpus[job.spec.team] += d.gpus
-    kept: list[tuple[JobState, list[str]]] = []  # preempted by the plan: stay where they run
-    waiting: list[tuple[JobState, list[str]]] = []
+    kept: list[tuple[JobState, str | None]] = []  # preempted by the plan: stay where they run
+    waiting: list[tuple[JobState, str | None]] = []  # None: any pool that allows the job
     for d in decisions:
         job = jobs.get(d.job_id)
         if job is None or not can_borrow(job, step_s):
             continue
         running_in = job.pool if job.status == JobStatus.RUNNING else None
         if d.action == JobAction.PREEMPT and running_in is not None and running_in in pools:
-            kept.append((job, [running_in]))
+            kept.append((job, running_in))
         elif d.action == JobAction.HOLD and job.status == JobStatus.QUEUED:
-            allowed = [p for p in sorted(pools) if _pool_allows(pools[p], job)]
-            waiting.append((job, allowed))
+            waiting.append((job, None))
     waiting.sort(key=lambda item: (-item[0].spec.priority_weight, item[0].submitted_at, item[0].spec.job_id))
     chosen: dict[str, _Lendable] = {}
-    for job, allowed in kept + waiting:
+    for job, only_pool in kept + waiting:
         spec = job.spec
         quota = quotas.get(spec.team)
         if quota is not None and team_gpus[spec.team] + spec.gpus > quota:
             continue
-        offers = [h for h in lendable.values() if h.pool in allowed and h.free_gpus >= spec.gpus - 1e-9]
+        # every lendable pool is one of the state's pools (see _lendable)
+        offers = [
+            h
+            for h in lendable.values()
+            if h.free_gpus >= spec.gpus - 1e-9
+            and (h.pool == only_pool if only_pool is not None else _pool_allows(pools[h.pool], job))
+        ]
         if not offers:
             continue
         best = max(offers, key=lambda h: (h.free_gpus, h.service, h.pool))

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import numpy as np
 
@@ -24,7 +25,8 @@ from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, 
 
 @dataclass(frozen=True)
 class Blocks:
-    """The horizon cut into blocks: fine steps first, then longer blocks."""
+    """The horizon cut into blocks: fine steps first, then longer blocks. It depends only on the
+    settings, so a planner makes it once and every decision shares it (never written to)."""
 
     first_step: np.ndarray  # [B] index of the block's first step
     n_steps: np.ndarray  # [B] steps in the block
@@ -34,9 +36,12 @@ class Blocks:
     def count(self) -> int:
         return int(self.first_step.size)
 
-    @property
+    @cached_property
     def dur_s(self) -> np.ndarray:
-        return self.n_steps * float(self.step_s)
+        """[B] seconds in each block (read-only)."""
+        dur_s = self.n_steps * float(self.step_s)
+        dur_s.flags.writeable = False
+        return dur_s
 
     def block_of_step(self) -> np.ndarray:
         return np.repeat(np.arange(self.count), self.n_steps)
@@ -318,8 +323,10 @@ def build_inputs(
     config: PlannerConfig,
     curve: InterferenceCurve = DEFAULT_CURVE,
     band_factors: Mapping[str, float] | None = None,
+    blocks: Blocks | None = None,
 ) -> PlanInputs:
-    """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent)."""
+    """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent);
+    ``blocks``: make_blocks(config, ...) when the caller keeps it."""
     steps, step_s = config.horizon_steps, config.step_s
     pools, services = state.pools, state.services
     pool_index = {p.name: i for i, p in enumerate(pools)}
@@ -346,7 +353,7 @@ def build_inputs(
         now=now,
         step_s=step_s,
         horizon_steps=steps,
-        blocks=make_blocks(config, steps, step_s),
+        blocks=blocks if blocks is not None else make_blocks(config, steps, step_s),
         pool_names=tuple(p.name for p in pools),
         pool_types=tuple(p.gpu_type for p in pools),
         avail_steps=avail,

@@ -110,11 +110,14 @@ class PartCache:
 
     def __init__(self, max_entries: int = 50_000) -> None:
         self.parts: dict[tuple[object, ...], BaseModel] = {}
+        self.texts: dict[tuple[object, ...], str] = {}  # reason text (ReasonContext.texts)
         self._max = max_entries
 
     def trim(self) -> None:
         if len(self.parts) >= self._max:
             self.parts.clear()
+        if len(self.texts) >= self._max:
+            self.texts.clear()
 
 
 def _service_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[list[ServiceCapacity]]:
@@ -154,7 +157,7 @@ def _job_parts(inputs: PlanInputs, plan: RoundedPlan, cache: PartCache) -> list[
         if part is None:
             part = parts[key] = fast_part(JobPlacement, job_id=ids[j], pool=pools[p], gpus=int(gangs[j]))
         mine.append(part)  # type: ignore[arg-type]
-    placed = [mine[i] for i in rank[codes].tolist()]
+    placed = list(map(mine.__getitem__, rank[codes].tolist()))
     return split_by_block(placed, on_b, pool_of.shape[1])
 
 
@@ -214,8 +217,12 @@ def build_allocation(
     plan_id: str,
     policy: str,
     fallback_reason: str | None,
+    cache: PartCache | None = None,
 ) -> Allocation:
-    ctx = ReasonContext.build(inputs, plan)
+    """``cache``: kept between decisions, for reason text that repeats."""
+    if cache is not None:
+        cache.trim()
+    ctx = ReasonContext.build(inputs, plan, cache.texts if cache is not None else None)
     services: list[ServiceDecision] = []
     replicas0 = plan.svc_replicas[:, :, 0]
     replica_rows, gpu_rows = replicas0.tolist(), plan.svc_gpus[:, :, 0].tolist()

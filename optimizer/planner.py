@@ -27,7 +27,7 @@ from optimizer.extract import extract_plan, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.formulation import ModelStructure, build_structure, gang_changes, slots_match, structure_key
 from optimizer.headroom import lend_headroom
-from optimizer.inputs import PlanInputs, build_inputs
+from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
 from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan
@@ -80,6 +80,7 @@ class PlannerPolicy:
         self.name = name
         self.config = config or PlannerConfig()
         self._fingerprint = config_fingerprint(self.config)
+        self._blocks = make_blocks(self.config, self.config.horizon_steps, self.config.step_s)
         self._session = HighsSession()
         self._structure: ModelStructure | None = None
         self._structure_ids: tuple[str, ...] = ()  # job id of each slot in the last solved model
@@ -106,7 +107,9 @@ class PlannerPolicy:
         corrected: Mapping[str, DemandForecast] = forecasts
         try:
             corrected, factors = self._calibrator.adjust(state, forecasts, now)
-            inputs = build_inputs(state, corrected, now, self.config, band_factors=factors)
+            inputs = build_inputs(
+                state, corrected, now, self.config, band_factors=factors, blocks=self._blocks
+            )
             rounded, solver, objective, inputs = self._optimise(inputs, t0)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
@@ -153,7 +156,12 @@ class PlannerPolicy:
             cache=self._parts,
         )
         allocation = build_allocation(
-            inputs, rounded, plan_id=plan_id, policy=self.name, fallback_reason=solver.fallback_reason
+            inputs,
+            rounded,
+            plan_id=plan_id,
+            policy=self.name,
+            fallback_reason=solver.fallback_reason,
+            cache=self._parts,
         )
         if not solver.fallback:
             self._last_plan = plan
@@ -172,10 +180,10 @@ class PlannerPolicy:
     ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
         """Solve and round; also returns the inputs the plan is indexed by (job slots)."""
         config = self.config
-        inputs = replace(inputs, held_nodes=self._holds)
         if config.backend == "pyomo":
             from optimizer.pyomo_model import solve_with_pyomo
 
+            inputs = replace(inputs, held_nodes=self._holds)
             result = solve_with_pyomo(inputs, config, time_limit_s=self._solve_limit_s(t0))
             self._solve_end = time.perf_counter()
             if result.relaxed is None:
@@ -189,7 +197,7 @@ class PlannerPolicy:
             self._holds = rounded.holds
             info = SolverInfo(solver="pyomo-highs", status=result.status, time_ms=result.solver_ms)
             return rounded, info, {"objective": result.objective}, inputs
-        inputs = into_slots(inputs, self._slots)
+        inputs = into_slots(inputs, self._slots, held_nodes=self._holds)
         key = structure_key(inputs)
         reuse = (
             self._structure is not None
@@ -235,7 +243,7 @@ class PlannerPolicy:
         t0: float,
     ) -> tuple[RoundedPlan, SolverInfo, PlanInputs]:
         if inputs is None:
-            inputs = build_inputs(state, {}, now, self.config)
+            inputs = build_inputs(state, {}, now, self.config, blocks=self._blocks)
         prefer = shifted_preferences(self._last_plan, inputs, now)
         kind = "the last feasible plan shifted by one step" if prefer is not None else "a greedy plan"
         rounded = greedy_plan(inputs, self.config, prefer)

@@ -1,5 +1,7 @@
 """Reasons a person can read for every step-0 decision: why run, why held, why preempted, why
-this pool, and which forecast or constraint bound it. Pure string building from the rounded plan.
+this pool, and which forecast or constraint bound it. Pure string building from the rounded plan;
+text that depends only on the values it shows (a job's head, a formatted number) is kept in a dict
+the planner holds between decisions, since formatting floats is most of the cost.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class ReasonContext:
     deadline_step: list[int]
     svc_gpr: list[float]  # [S] GPUs per replica
     svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
+    texts: dict[tuple[object, ...], str] = field(default_factory=dict)
+    """Text that depends only on the values in its key, kept across decisions by the caller."""
     _notes: dict[tuple[str, int], str] = field(default_factory=dict)
     _lists: dict[str, list[Any]] = field(default_factory=dict)
     _times: dict[int, str] = field(default_factory=dict)
@@ -36,7 +40,10 @@ class ReasonContext:
     _covered: dict[int, float] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, inputs: PlanInputs, plan: RoundedPlan) -> ReasonContext:
+    def build(
+        cls, inputs: PlanInputs, plan: RoundedPlan, texts: dict[tuple[object, ...], str] | None = None
+    ) -> ReasonContext:
+        """``texts``: a dict the caller keeps between decisions (see ``texts``), or None."""
         n_pools = inputs.n_pools
         placed = plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
         on = placed >= 0
@@ -60,6 +67,7 @@ class ReasonContext:
             deadline_step=inputs.job_deadline_step.tolist(),
             svc_gpr=inputs.svc_gpr.tolist(),
             svc_demand0=inputs.svc_demand_steps[:, 0].tolist() if inputs.svc_demand_steps.size else [],
+            texts={} if texts is None else texts,
         )
 
     def _hhmm(self, step: int) -> str:
@@ -93,14 +101,16 @@ class ReasonContext:
 
     def _make_pool_note(self, p: int) -> str:
         inp = self.inputs
-        parts = [f"pool {inp.pool_names[p]}: {inp.avail_steps[p, 0]:.0f} GPUs in service"]
+        number = self._number
+        parts = [f"pool {inp.pool_names[p]}: {number(inp.avail_steps[p, 0], '.0f')} GPUs in service"]
         inference = self.svc_gpus0[:, p].sum() if inp.n_services else 0.0
         if inp.n_services and inference > EPS:
             s = int(np.argmax(self.svc_gpus0[:, p]))
-            parts.append(f"{inference:.0f} reserved for inference, most for {self._service_note(s)}")
+            most = self._service_note(s)
+            parts.append(f"{number(inference, '.0f')} reserved for inference, most for {most}")
         if self.job_gpus0[p] > 0:
-            parts.append(f"{self.job_gpus0[p]:.0f} running jobs")
-        parts.append(f"{max(self.free0[p], 0):.0f} free")
+            parts.append(f"{number(self.job_gpus0[p], '.0f')} running jobs")
+        parts.append(f"{number(max(self.free0[p], 0), '.0f')} free")
         if inp.window_reason[p]:
             parts.append(f"windows: {inp.window_reason[p]}")
         return ", ".join(parts)
@@ -110,7 +120,7 @@ class ReasonContext:
         inp, plan = self.inputs, self.plan
         replicas = int(plan.svc_replicas[s, p, 0]) if replicas is None else replicas
         gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
-        where = f"{replicas} replicas on {gpus:g} GPUs in pool {inp.pool_names[p]}"
+        where = f"{replicas} replicas on {self._number(gpus, 'g')} GPUs in pool {inp.pool_names[p]}"
         text = f"{where}: covers {self._service_note(s)}"
         if replicas and gpus + EPS < replicas * self.svc_gpr[s]:
             k = replicas * self.svc_gpr[s] / max(gpus, EPS)
@@ -125,15 +135,35 @@ class ReasonContext:
             text += f"; short by {self.svc_demand0[s] - covered:.1f} GPUs: allowed pools are full"
         return text
 
+    def _run_head(self, kept: bool, pool: str, gang: float, weight: float, priority_class: str) -> str:
+        """The start of a run reason: the same for a job's whole life in a pool, so made once."""
+        key = ("run", kept, pool, gang, weight, priority_class)
+        text = self.texts.get(key)
+        if text is None:
+            head = "run: keeps running" if kept else "run: starts"
+            text = self.texts[key] = (
+                f"{head} in pool {pool} ({gang:.0f} GPUs, weight {weight:g}, class {priority_class}); "
+            )
+        return text
+
+    def _number(self, value: float, spec: str) -> str:
+        """``format(value, spec)``, kept across decisions: formatting a float costs far more than
+        a lookup, and the planner's numbers (GPU counts, whole steps of work) repeat. Zero is
+        never kept (-0.0 equals 0.0 as a key but formats with its sign)."""
+        if not value:
+            return format(value, spec)
+        key = (spec, value)
+        text = self.texts.get(key)
+        if text is None:
+            text = self.texts[key] = format(value, spec)
+        return text
+
     def run_reason(self, j: int, p: int) -> str:
         inp = self.inputs
         kept = self.running_pool[j] == p
-        head = "run: keeps running" if kept else "run: starts"
-        text = (
-            f"{head} in pool {inp.pool_names[p]} ({self.gang[j]:.0f} GPUs, weight "
-            f"{self.weight[j]:g}, class {inp.job_priority_class[j]}); "
-            f"{self.remaining_s[j] / 3600:.1f} GPU-h left"
-        )
+        pool, gang, weight = inp.pool_names[p], self.gang[j], self.weight[j]
+        head = self._run_head(kept, pool, gang, weight, inp.job_priority_class[j])
+        text = f"{head}{self._number(self.remaining_s[j] / 3600, '.1f')} GPU-h left"
         deadline = int(self.deadline_step[j])
         if deadline <= inp.horizon_steps:
             text += f"; deadline {self._hhmm(deadline)}"

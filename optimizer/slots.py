@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from optimizer.inputs import PlanInputs
+from optimizer.nodes import NodeHolds
 
 SlotClass = tuple[bytes, int]
 """(allowed pools as bytes, team index)."""
@@ -31,7 +32,10 @@ solve (3-5x a warm one). With 2 x sqrt (at least 4) the seed-scale benchmark reb
 
 
 def slot_classes(inputs: PlanInputs) -> list[SlotClass]:
-    return [(inputs.job_allowed[j].tobytes(), int(inputs.job_team[j])) for j in range(inputs.n_jobs)]
+    """Each job's class: its row of allowed pools as bytes (cut from one buffer), and its team."""
+    n_pools = inputs.n_pools
+    rows = inputs.job_allowed.tobytes()
+    return [(rows[j * n_pools : (j + 1) * n_pools], team) for j, team in enumerate(inputs.job_team.tolist())]
 
 
 class SlotTable:
@@ -75,28 +79,37 @@ class SlotTable:
             self.team_names, self.class_of_slot, self.members, self.slot_of = team_names, [], {}, {}
             self._arrays = None
         live = dict(zip(job_ids, classes, strict=True))
-        for job_id in [
-            j for j in self.slot_of if j not in live or self.class_of_slot[self.slot_of[j]] != live[j]
-        ]:
-            del self.slot_of[job_id]
+        slot_of, class_of_slot = self.slot_of, self.class_of_slot
+        for job_id in [j for j, slot in slot_of.items() if live.get(j) != class_of_slot[slot]]:
+            del slot_of[job_id]
+        if len(slot_of) < len(job_ids) or self._sparse(len(job_ids)):
+            self._place_new(job_ids, classes)
+        return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
+
+    def _sparse(self, n_jobs: int) -> bool:
+        """Most slots would stay empty: worth a smaller layout."""
+        return self.capacity > 64 and self.capacity > 3 * n_jobs
+
+    def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass]) -> None:
+        """Give each job without a slot a free one of its class, after a new layout when a class
+        has too few slots or the table is sparse."""
         counts: dict[SlotClass, int] = {}
         for cls in classes:
             counts[cls] = counts.get(cls, 0) + 1
         overflow = any(n > len(self.members.get(cls, ())) for cls, n in counts.items())
-        sparse = self.capacity > 64 and self.capacity > 3 * len(job_ids)
-        if overflow or sparse:
+        if overflow or self._sparse(len(job_ids)):
             self._layout(counts)
         taken = set(self.slot_of.values())
         free = {cls: [s for s in slots if s not in taken] for cls, slots in self.members.items()}
         for job_id, cls in zip(job_ids, classes, strict=True):
             if job_id not in self.slot_of:
                 self.slot_of[job_id] = free[cls].pop(0)
-        return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
 
 
-def into_slots(inputs: PlanInputs, table: SlotTable) -> PlanInputs:
-    """The same inputs with job arrays laid out by slot. An empty slot carries its class's gang,
-    allowed pools and team (so the matrix stays the same) but no work, so it can do nothing."""
+def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | None = None) -> PlanInputs:
+    """The same inputs with job arrays laid out by slot (and ``held_nodes`` set, when given). An
+    empty slot carries its class's gang, allowed pools and team (so the matrix stays the same) but
+    no work, so it can do nothing."""
     slots = table.assign(inputs.job_ids, slot_classes(inputs), inputs.team_names)
     capacity = table.capacity
     n_pools = inputs.n_pools
@@ -129,4 +142,5 @@ def into_slots(inputs: PlanInputs, table: SlotTable) -> PlanInputs:
         job_team=team,
         job_priority_class=tuple(classes),
         job_active=active,
+        held_nodes=inputs.held_nodes if held_nodes is None else held_nodes,
     )

@@ -215,7 +215,8 @@ class HighsSession:
                     self._highs, self._key, self._params = None, None, None
                 # on a time limit the model and its basis stay: the next decision continues from there
                 return SolveOutcome(False, name, None, float("nan"), solver_ms, warm, f"HiGHS: {name}")
-            x = np.asarray(highs.getSolution().col_value, dtype=float)
+            values = highs.getSolution().col_value  # a list: fromiter reads it in one pass
+            x = np.fromiter(values, dtype=float, count=len(values))
             info = highs.getInfo()
             objective = float(info.objective_function_value)
             return SolveOutcome(
