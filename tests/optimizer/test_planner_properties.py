@@ -71,9 +71,11 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterState, dict]:
         if draw(st.booleans()):
             curve = draw(st.lists(st.floats(0, 40, allow_nan=False), min_size=16, max_size=16))
             forecasts[spec.service] = forecast(spec.service, curve, spread=draw(st.floats(0, 5)))
-    # running jobs fit what is in service now (a window open at step 0 takes its GPUs out)
+    # running jobs fit what is in service in the first two steps (the test decides at both; a
+    # window open then takes its GPUs out)
+    soon = NOW + timedelta(seconds=2 * 900)
     free = {
-        p.name: min(p.gpus_available, p.gpus_total - sum(w.gpus_out for w in p.windows if w.start <= NOW))
+        p.name: min(p.gpus_available, p.gpus_total - sum(w.gpus_out for w in p.windows if w.start < soon))
         for p in pools
     }
     jobs = []
