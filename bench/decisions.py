@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ebbtide.gc_tuning import freeze_warm_objects, tune_gc_for_batches
-from forecaster.naive import seasonal_naive
+from forecaster.source import SeasonalNaiveSource
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
 from schemas import (
@@ -179,17 +179,7 @@ class SyntheticCluster:
         )
 
     def forecasts(self, state: ClusterState) -> dict[str, DemandForecast]:
-        return {
-            svc.spec.service: seasonal_naive(
-                svc.demand_history,
-                cluster=state.cluster,
-                service=svc.spec.service,
-                step_s=self.step_s,
-                horizon_steps=self.case.steps,
-                issued_at=self.now,
-            )
-            for svc in state.services
-        }
+        return SeasonalNaiveSource(self.case.steps).forecasts(state, self.now)
 
     def advance(self, allocation: object) -> None:
         """Apply the allocation, integrate one step, let jobs finish and new ones arrive."""

@@ -1,5 +1,8 @@
-"""BankForecastSource: the ForecastSource the control loop calls each step (simulator and
-production alike), backed by a ForecastBank. It reads each service's demand_history (busy GPUs
+"""ForecastSources the control loop calls each step (simulator and production alike).
+
+``ModelSource`` forecasts every service from its demand history with one model function
+(``SeasonalNaiveSource``: the seasonal-naive floor). ``BankForecastSource`` is backed by a
+ForecastBank. It reads each service's demand_history (busy GPUs
 per ``state.step_s`` step, ending at ``state.as_of``) and returns one DemandForecast per service.
 
 With ``refit_inline`` (the simulator's choice: deterministic, blocking) refits that are due run
@@ -10,11 +13,44 @@ a background thread of its own. Pure: no clock, no threads, no imports of simula
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import datetime
 
 from forecaster.auto import DAY_S
 from forecaster.bank import ForecastBank
+from forecaster.naive import seasonal_naive
 from schemas import ClusterState, DemandForecast
+
+ForecastFn = Callable[..., DemandForecast]
+"""fn(history, *, cluster, service, step_s, horizon_steps, issued_at) -> DemandForecast"""
+
+
+class ModelSource:
+    """Forecast every service from the demand history in the state with ``fn``."""
+
+    def __init__(self, fn: ForecastFn, horizon_steps: int) -> None:
+        self.fn = fn
+        self.horizon_steps = horizon_steps
+
+    def forecasts(self, state: ClusterState, now: datetime) -> dict[str, DemandForecast]:
+        return {
+            svc.spec.service: self.fn(
+                svc.demand_history,
+                cluster=state.cluster,
+                service=svc.spec.service,
+                step_s=state.step_s,
+                horizon_steps=self.horizon_steps,
+                issued_at=now,
+            )
+            for svc in state.services
+        }
+
+
+class SeasonalNaiveSource(ModelSource):
+    """The forecast floor: repeat yesterday, band from past day-over-day changes."""
+
+    def __init__(self, horizon_steps: int) -> None:
+        super().__init__(seasonal_naive, horizon_steps)
 
 
 class BankForecastSource:

@@ -1,22 +1,18 @@
-"""ForecastSources the simulated loop can use: none, seasonal-naive, any model function, the oracle.
+"""ForecastSources only the simulated loop can use: none (the baselines) and the oracle.
 
 A policy sees the future only through these. ``OracleSource`` is the only one that reads the
 simulator's true demand (every quantile equals the truth): it gives the oracle policy its upper
-bound. ``ModelSource`` wraps any function with seasonal_naive's signature. The forecaster's own stateful
-source (forecaster.source.BankForecastSource) plugs in the same way.
+bound. ``ModelSource`` (any function with seasonal_naive's signature) and ``SeasonalNaiveSource`` come
+from forecaster.source, as does the forecaster's own stateful source (BankForecastSource).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from forecaster.naive import seasonal_naive
 from schemas import ClusterState, DemandForecast
 from simulator.cluster import Simulator
-
-ForecastFn = Callable[..., DemandForecast]
-"""fn(history, *, cluster, service, step_s, horizon_steps, issued_at) -> DemandForecast"""
 
 
 class NoForecastSource:
@@ -24,32 +20,6 @@ class NoForecastSource:
 
     def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
         return {}
-
-
-class ModelSource:
-    """Forecast every service from the demand history in the state with ``fn``."""
-
-    def __init__(self, fn: ForecastFn, horizon_steps: int) -> None:
-        self.fn = fn
-        self.horizon_steps = horizon_steps
-
-    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
-        return {
-            svc.spec.service: self.fn(
-                svc.demand_history,
-                cluster=state.cluster,
-                service=svc.spec.service,
-                step_s=state.step_s,
-                horizon_steps=self.horizon_steps,
-                issued_at=now,
-            )
-            for svc in state.services
-        }
-
-
-class SeasonalNaiveSource(ModelSource):
-    def __init__(self, horizon_steps: int) -> None:
-        super().__init__(seasonal_naive, horizon_steps)
 
 
 class OracleSource:

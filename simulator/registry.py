@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ebbtide.loop import ForecastSource
-from forecaster.source import BankForecastSource
+from forecaster.source import BankForecastSource, SeasonalNaiveSource
 from optimizer.planner import PlannerPolicy
 from optimizer.policy import Policy
 from simulator.cluster import Simulator
-from simulator.forecast_sources import NoForecastSource, OracleSource, SeasonalNaiveSource
+from simulator.forecast_sources import NoForecastSource, OracleSource
 from simulator.policies.fifo import FifoPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy

@@ -9,37 +9,16 @@ demand left the band of its last forecast (drift).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from ebbtide.loop import ForecastSource
-from forecaster.naive import seasonal_naive
 from schemas import ClusterState, DemandForecast
 from schemas.base import Event
 from schemas.topics import CLUSTER_STATE, FORECASTS, Topic
 from streams.fold import floor_to_step
 from streams.services.runtime import Outgoing
-
-
-@dataclass(frozen=True)
-class SeasonalNaiveSource:
-    """The forecast floor: repeat yesterday, band from past day-over-day changes."""
-
-    horizon_steps: int
-
-    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]:
-        return {
-            svc.spec.service: seasonal_naive(
-                svc.demand_history,
-                cluster=state.cluster,
-                service=svc.spec.service,
-                step_s=state.step_s,
-                horizon_steps=self.horizon_steps,
-                issued_at=now,
-            )
-            for svc in state.services
-        }
 
 
 def drifted(forecast: DemandForecast, actual_gpus: float, at: datetime, band: str = "p99") -> bool:

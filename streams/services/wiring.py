@@ -26,12 +26,13 @@ import yaml
 from ebbtide.loop import Actuator, Clock, ForecastSource
 from ebbtide.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, SettingsError
+from forecaster.source import SeasonalNaiveSource
 from optimizer.policy import Decision, Policy
 from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CATALOGUE, CLUSTER_STATE
 from streams.services.actuator import ActuatorProcessor, DryRunBackend
-from streams.services.forecaster import ForecasterProcessor, SeasonalNaiveSource
+from streams.services.forecaster import ForecasterProcessor
 from streams.services.observe import ServiceMetrics
 from streams.services.optimizer import DecisionHook, OptimizerProcessor
 from streams.services.runtime import Processor, ServiceRuntime, read_topic_to_end

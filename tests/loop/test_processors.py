@@ -7,6 +7,7 @@ from datetime import timedelta
 from loop_factories import STEP_S, at, cluster, job
 from tests_clock import ManualClock
 
+from forecaster.source import SeasonalNaiveSource
 from schemas import (
     ActuationResult,
     Allocation,
@@ -30,7 +31,7 @@ from schemas.topics import (
 from simulator.policies.fifo import FifoPolicy
 from streams.fold import ClusterFold
 from streams.services.actuator import ActuatorProcessor, DryRunBackend
-from streams.services.forecaster import ForecasterProcessor, SeasonalNaiveSource
+from streams.services.forecaster import ForecasterProcessor
 from streams.services.optimizer import OptimizerProcessor
 from streams.services.runtime import BatchDecoder
 from streams.services.state import StateProcessor

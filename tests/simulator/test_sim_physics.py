@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from sim_helpers import T0, allocation, job, tiny_scenario
 
+from forecaster.source import SeasonalNaiveSource
 from schemas import JobAction, JobDecision, JobStatus, ServiceDecision
 from simulator.cluster import Simulator
-from simulator.forecast_sources import OracleSource, SeasonalNaiveSource
+from simulator.forecast_sources import OracleSource
 from simulator.registry import baseline_factories
 from simulator.runner import run_scenario
 
