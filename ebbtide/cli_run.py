@@ -6,9 +6,11 @@ layer that imports Kafka clients).
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -21,31 +23,37 @@ ConfigOption = Annotated[
 ]
 
 
+@contextlib.contextmanager
+def _bad_settings_exit() -> Iterator[None]:
+    """A bad setting ends the command with its message (naming the setting) and exit code 2."""
+    from ebbtide.settings import SettingsError
+
+    try:
+        yield
+    except SettingsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
 def run(
     service: Annotated[str, typer.Argument(help=f"one of: {', '.join(SERVICES)}")],
     config: ConfigOption = None,
 ) -> None:
     """Run one stream service until SIGTERM or Ctrl-C."""
-    from ebbtide.settings import SettingsError, load_settings
+    from ebbtide.settings import load_settings
 
     if service not in SERVICES:
         typer.echo(f"error: service {service!r} is not one of {', '.join(SERVICES)}", err=True)
         raise typer.Exit(2)
-    try:
+    with _bad_settings_exit():
         settings = load_settings(config)
-    except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     from streams.services.main import run_service
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    try:
+    with _bad_settings_exit():
         code = run_service(service, settings, stop)
-    except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 
@@ -58,13 +66,9 @@ def demo(
 ) -> None:
     """The whole loop on this machine: embedded broker, simulated cluster, all services, vs fifo."""
     from ebbtide.demo import main
-    from ebbtide.settings import SettingsError
 
-    try:
+    with _bad_settings_exit():
         code = main(steps, config, out)
-    except SettingsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from ebbtide.loop import Actuator
 from schemas import ActuationResult, Allocation, JobDecision, ServiceDecision
+from schemas.actuation import Outcome
 from schemas.base import Event
 from schemas.topics import ACTUATIONS, ALLOCATIONS, Topic
 from streams.services.runtime import Outgoing
@@ -96,25 +97,8 @@ class ActuatorProcessor:
         else:
             todo_services, todo_jobs = list(allocation.services), list(allocation.jobs)
         skipped = [t for t in targets_of(allocation) if (allocation.plan_id, t) in self.done]
-        out: list[Outgoing] = [
-            (
-                ACTUATIONS,
-                ActuationResult(
-                    cluster=allocation.cluster,
-                    backend=self.backend_name,
-                    plan_id=allocation.plan_id,
-                    action="none",
-                    target=t,
-                    outcome="already-applied",
-                    time=now,
-                ),
-            )
-            for t in skipped
-        ]
-        if skipped and not todo_services and not todo_jobs:
-            self.replays += 1
-            return out
-        if allocation.plan_id in self.plans_done and not todo_services and not todo_jobs:
+        out = [self._note(allocation, t, "already-applied", now) for t in skipped]
+        if not todo_services and not todo_jobs and (skipped or allocation.plan_id in self.plans_done):
             self.replays += 1
             return out
         partial = allocation.model_copy(update={"services": todo_services, "jobs": todo_jobs})
@@ -126,22 +110,22 @@ class ActuatorProcessor:
                 self.done.add((result.plan_id, result.target))
             out.append((ACTUATIONS, result))
         if not results:
-            out.append(
-                (
-                    ACTUATIONS,
-                    ActuationResult(
-                        cluster=allocation.cluster,
-                        backend=self.backend_name,
-                        plan_id=allocation.plan_id,
-                        action="none",
-                        target=f"plan/{allocation.plan_id}",
-                        outcome="applied",
-                        time=now,
-                    ),
-                )
-            )
+            out.append(self._note(allocation, f"plan/{allocation.plan_id}", "applied", now))
             self.done.add((allocation.plan_id, f"plan/{allocation.plan_id}"))
         return out
+
+    def _note(self, allocation: Allocation, target: str, outcome: Outcome, now: datetime) -> Outgoing:
+        """An ActuationResult that changed nothing (``action="none"``) for ``target``."""
+        result = ActuationResult(
+            cluster=allocation.cluster,
+            backend=self.backend_name,
+            plan_id=allocation.plan_id,
+            action="none",
+            target=target,
+            outcome=outcome,
+            time=now,
+        )
+        return (ACTUATIONS, result)
 
     def on_idle(self) -> Iterable[Outgoing]:
         return ()
