@@ -85,3 +85,27 @@ def test_without_a_kept_basis_the_rebuild_is_a_cold_start(monkeypatch: pytest.Mo
     carry = (np.zeros(structure.n_cols, dtype=np.int64), np.zeros(structure.n_rows, dtype=np.int64))
     outcome = session.solve(structure, fill_parameters(structure, inputs, CONFIG), 10.0, None, carry)
     assert outcome.ok and outcome.objective == pytest.approx(_solve_cold(inputs).objective, rel=1e-9)
+
+
+def test_small_model_pricing_reaches_the_same_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small models are solved with Devex pricing and no cost perturbation (solve_highs
+    SMALL_MODEL_ROWS), larger ones with HiGHS's defaults: the same optimum either way, cold and
+    after a warm update."""
+    import optimizer.solve_highs as solve_highs
+
+    first = _inputs(30)
+    later = _inputs(30, shift_steps=2)
+    structure = build_structure(first)
+    assert structure.n_rows <= solve_highs.SMALL_MODEL_ROWS
+    objectives = {}
+    for rows in (solve_highs.SMALL_MODEL_ROWS, 0):
+        monkeypatch.setattr(solve_highs, "SMALL_MODEL_ROWS", rows)
+        session = HighsSession()
+        cold = session.solve(structure, fill_parameters(structure, first, CONFIG), 10.0)
+        warm = session.solve(structure, fill_parameters(structure, later, CONFIG), 10.0)
+        assert cold.ok and warm.ok and warm.warm
+        _, pricing = session._highs.getOptionValue("simplex_dual_edge_weight_strategy")  # type: ignore[union-attr]
+        assert pricing == (solve_highs.DEVEX if rows else -1)
+        objectives[rows] = (cold.objective, warm.objective)
+    small, default = objectives.values()
+    assert small == pytest.approx(default, rel=1e-9, abs=1e-6)
