@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -41,6 +42,7 @@ class ColumnMatrix:
     indptr: np.ndarray  # [n_cols + 1]
     indices: np.ndarray  # row of each entry
     data: np.ndarray
+    n_rows: int = 0
 
     @classmethod
     def from_triplets(
@@ -52,7 +54,28 @@ class ColumnMatrix:
         col_of = unique // max(n_rows, 1)
         indptr = np.zeros(n_cols + 1, dtype=np.int64)
         np.cumsum(np.bincount(col_of, minlength=n_cols), out=indptr[1:])
-        return cls(indptr, (unique % max(n_rows, 1)).astype(np.int64), data.astype(float))
+        return cls(indptr, (unique % max(n_rows, 1)).astype(np.int64), data.astype(float), n_rows)
+
+    @cached_property
+    def entry_cols(self) -> np.ndarray:
+        """The column of each stored entry."""
+        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
+
+    @cached_property
+    def by_row(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row pointer, entry order): the stored entries row by row, as positions into ``data``
+        (so values changed in place read through)."""
+        n_rows = max(self.n_rows, int(self.indices.max()) + 1 if self.indices.size else 0)
+        order = np.argsort(self.indices, kind="stable")
+        row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.indices, minlength=n_rows), out=row_ptr[1:])
+        return row_ptr, order
+
+    def set_entries(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
+        """Change stored entries in place (each (row, col) must be stored)."""
+        for row, col, value in zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True):
+            lo, hi = int(self.indptr[col]), int(self.indptr[col + 1])
+            self.data[lo + int(np.flatnonzero(self.indices[lo:hi] == row)[0])] = value
 
 
 @dataclass(frozen=True)
@@ -78,7 +101,7 @@ class ModelStructure:
 def structure_key(inputs: PlanInputs) -> str:
     """A digest of what the matrix's shape depends on: job slots, pools, services, blocks and the
     teams with a quota. Which job sits in a slot (its gang, allowed pools, team) is not part of
-    it: those coefficients are updated in place (see slot_coefficient_changes)."""
+    it: those coefficients are updated in place (see update_gangs)."""
     h = hashlib.blake2b(digest_size=16)
     parts = (
         inputs.blocks.n_steps,
@@ -298,7 +321,7 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
     """Whether the matrix encodes ``inputs``' job slots (allowed pools, team), gangs aside.
 
     Job slots are grouped by class (optimizer/slots.py), so a job taking over a slot changes no
-    coefficient but its gang's (see gang_changes); if more would change, the caller rebuilds.
+    coefficient but its gang's (see update_gangs); if more would change, the caller rebuilds.
     The slot table hands out the same read-only arrays until it lays the slots out again, so the
     same objects mean the same slots (the structure key covers the teams with a quota).
     """
@@ -318,11 +341,14 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
     )
 
 
-def gang_changes(structure: ModelStructure, inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Matrix entries (row, col, value) for jobs that took over a slot with another gang size:
-    the 1/gang of the preemption bound. The structure's record is updated to match."""
+def update_gangs(structure: ModelStructure, inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Matrix entries (row, col, value) of jobs that took over a slot with another gang size (the
+    1/gang of the preemption bound), written into the structure's matrix and returned."""
     active = inputs.job_active if inputs.job_active is not None else np.ones(inputs.n_jobs, dtype=bool)
     changed = np.flatnonzero(active & (inputs.job_gang != structure.slot_gang))
     structure.slot_gang[changed] = inputs.job_gang[changed]
     rows = np.full(changed.size, structure.rows["preempt_bound"][0], dtype=np.int64)
-    return rows, structure.cols["pre"][changed], 1.0 / np.maximum(inputs.job_gang[changed], 1.0)
+    cols = structure.cols["pre"][changed]
+    values = 1.0 / np.maximum(inputs.job_gang[changed], 1.0)
+    structure.matrix.set_entries(rows, cols, values)
+    return rows, cols, values

@@ -25,7 +25,7 @@ from optimizer.calibration import BandCalibrator
 from optimizer.config import PlannerConfig
 from optimizer.extract import extract_plan, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
-from optimizer.formulation import ModelStructure, build_structure, gang_changes, slots_match, structure_key
+from optimizer.formulation import ModelStructure, build_structure, slots_match, structure_key, update_gangs
 from optimizer.headroom import lend_headroom
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.nodes import NodeHolds
@@ -216,7 +216,7 @@ class PlannerPolicy:
             self._session.forget(keep_basis=carry is not None)
         else:
             assert self._structure is not None
-            coefficients = gang_changes(self._structure, inputs)
+            coefficients = update_gangs(self._structure, inputs)
         self._structure_ids = inputs.job_ids
         structure = self._structure
         assert structure is not None

@@ -1,10 +1,12 @@
 """Solving the horizon LP with HiGHS directly (highspy): the planner's hot path.
 
 A HighsSession keeps one Highs instance between decisions. When the model's structure (its
-matrix) is unchanged, only costs and bounds are updated and HiGHS starts from its last basis
-(a warm start); otherwise the model is passed again, starting from the old basis carried over
-by matching columns and rows (optimizer/basis_carry.py) when the planner gives that match. Never
-raises on a solver problem: the outcome says what happened and the planner falls back.
+matrix) is unchanged, only costs and bounds are updated (and, on a small model, columns and rows
+that died or came alive are deleted or added: HiGHS holds only the live part, see
+optimizer/lp_reduction.py) and HiGHS starts from its last basis (a warm start); otherwise the
+model is passed again, starting from the old basis carried over by matching columns and rows
+(optimizer/basis_carry.py) when the planner gives that match. Never raises on a solver problem:
+the outcome says what happened and the planner falls back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from optimizer.basis_carry import BASIC, LOWER, carried_status
 from optimizer.formulation import ModelStructure
+from optimizer.lp_reduction import Entries, column_entries, live_parts, positions, row_entries
 from optimizer.parameters import Parameters
 
 _STATUS = list(highspy.HighsBasisStatus.__members__.values())
@@ -36,27 +39,36 @@ class SolveOutcome:
     """Simplex iterations of this run (how far the start was from the optimum)."""
 
 
-def _to_highs_lp(structure: ModelStructure, params: Parameters) -> highspy.HighsLp:
-    matrix = structure.matrix
+def _to_highs_lp(params: Parameters, cols: np.ndarray, rows: np.ndarray, entries: Entries) -> highspy.HighsLp:
+    """The live part of the model (``cols``, ``rows`` of the structure) as HiGHS's LP."""
     model = highspy.HighsLp()
-    model.num_col_ = structure.n_cols
-    model.num_row_ = structure.n_rows
-    model.col_cost_ = params.cost
-    model.col_lower_ = params.col_lower
-    model.col_upper_ = params.col_upper
-    model.row_lower_ = params.row_lower
-    model.row_upper_ = params.row_upper
+    model.num_col_ = cols.size
+    model.num_row_ = rows.size
+    model.col_cost_ = params.cost[cols]
+    model.col_lower_ = params.col_lower[cols]
+    model.col_upper_ = params.col_upper[cols]
+    model.row_lower_ = params.row_lower[rows]
+    model.row_upper_ = params.row_upper[rows]
     model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    model.a_matrix_.start_ = matrix.indptr.astype(np.int32)
-    model.a_matrix_.index_ = matrix.indices.astype(np.int32)
-    model.a_matrix_.value_ = matrix.data
-    model.a_matrix_.num_col_ = structure.n_cols
-    model.a_matrix_.num_row_ = structure.n_rows
+    model.a_matrix_.start_ = entries.start
+    model.a_matrix_.index_ = entries.index
+    model.a_matrix_.value_ = entries.value
+    model.a_matrix_.num_col_ = cols.size
+    model.a_matrix_.num_row_ = rows.size
     return model
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new != old).astype(np.int32)
+
+
+def _held(at: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(HiGHS positions, structure indices) of the indices the model holds, by position."""
+    pos = at[idx]
+    keep = pos >= 0
+    pos, idx = pos[keep], idx[keep]
+    order = np.argsort(pos, kind="stable")
+    return pos[order].astype(np.int32), idx[order]
 
 
 def _changed_pair(
@@ -88,7 +100,16 @@ def _restart_from_basis(highs: highspy.Highs) -> None:
 
 
 SMALL_MODEL_ROWS = 4_000
-"""Up to this many rows HiGHS prices with Devex and without cost perturbation. Each warm solve
+"""A model with up to this many rows is small: HiGHS holds only its live part, and prices with
+Devex and without cost perturbation.
+
+Live part: a warm solve of a small model is mostly HiGHS's fixed per-run work, proportional to
+the model's size, and about half a seed-scale model is empty job slots and rows that cannot bind
+(seed scale: ~1,700 of 3,313 columns and ~1,000 of 1,620 rows held; 42.5M -> 38.3M instructions
+per decision). On a large model the iterations dominate, and HiGHS's cost perturbation, drawn by
+column position, would change as held columns come and go (2,000 jobs: p50 1.5x slower).
+
+Pricing: each warm solve
 restarts from the kept basis (see _restart_from_basis), and the dual simplex's default
 steepest-edge pricing then first computes exact weights, one solve with the basis per row: at
 seed scale (1,620 rows, ~45 iterations per update) that cost as much as the iterations it saves,
@@ -99,12 +120,24 @@ DEVEX = 1
 
 
 class HighsSession:
-    """One persistent HiGHS model, updated in place while its structure holds."""
+    """One persistent HiGHS model of a structure: all of it, or its live part when it is small.
+
+    While the structure holds, the model is updated in place: columns and rows no longer live are
+    deleted once the basis lets them go (a nonbasic column, a row with a basic slack: the basis
+    stays valid), those that came alive are added (an added row's slack is basic, an added column
+    nonbasic: still valid), and the others get the step's costs and bounds. A new structure is
+    passed fresh, starting from the old basis carried over (optimizer/basis_carry.py) when the
+    planner gives that match.
+    """
 
     def __init__(self) -> None:
         self._highs: highspy.Highs | None = None
         self._key: str | None = None
         self._params: Parameters | None = None
+        self._cols = np.zeros(0, dtype=np.int64)  # the structure's column of each HiGHS column
+        self._rows = np.zeros(0, dtype=np.int64)
+        self._col_at = np.zeros(0, dtype=np.int32)  # HiGHS position of each structure column, or -1
+        self._row_at = np.zeros(0, dtype=np.int32)
         self._kept_basis: tuple[np.ndarray, np.ndarray] | None = None
         self.rebuilds = 0
         self.updates = 0
@@ -125,16 +158,19 @@ class HighsSession:
         self._highs, self._key, self._params = None, None, None
 
     def _optimal_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
-        highs = self._highs
-        if highs is None or highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        """The last optimal basis over the whole structure: a column not held is nonbasic at
+        zero, a row not held has its slack basic."""
+        highs, params = self._highs, self._params
+        if highs is None or params is None or highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         basis = highs.getBasis()
         if not basis.valid:
             return None
-        return (
-            np.asarray([s.value for s in basis.col_status], dtype=np.int8),
-            np.asarray([s.value for s in basis.row_status], dtype=np.int8),
-        )
+        cols = np.full(params.cost.size, LOWER, dtype=np.int8)
+        rows = np.full(params.row_lower.size, BASIC, dtype=np.int8)
+        cols[self._cols] = [s.value for s in basis.col_status]
+        rows[self._rows] = [s.value for s in basis.row_status]
+        return cols, rows
 
     def _start_from_kept_basis(
         self, highs: highspy.Highs, params: Parameters, carry: tuple[np.ndarray, np.ndarray]
@@ -148,15 +184,120 @@ class HighsSession:
         basis = highspy.HighsBasis()
         cols = carried_status(kept[0], col_src, LOWER, params.col_lower, params.col_upper)
         rows = carried_status(kept[1], row_src, BASIC, params.row_lower, params.row_upper)
-        basis.col_status = [_STATUS[v] for v in cols.tolist()]
-        basis.row_status = [_STATUS[v] for v in rows.tolist()]
+        basis.col_status = [_STATUS[v] for v in cols[self._cols].tolist()]
+        basis.row_status = [_STATUS[v] for v in rows[self._rows].tolist()]
         basis.valid = True
         basis.alien = True
         highs.setBasis(basis)
 
+    @property
+    def held(self) -> tuple[int, int]:
+        """(columns, rows) the HiGHS model holds now."""
+        return self._cols.size, self._rows.size
+
     def holds(self, key: str) -> bool:
         """Whether the live model has this structure (so coefficient changes can be applied)."""
         return self._highs is not None and self._key == key and self._params is not None
+
+    def _hold(self, cols: np.ndarray, rows: np.ndarray, n_cols: int, n_rows: int) -> None:
+        self._cols, self._rows = cols, rows
+        self._col_at, self._row_at = positions(cols, n_cols), positions(rows, n_rows)
+
+    def _live_parts(self, structure: ModelStructure, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
+        """What HiGHS holds: the live part of a small model, all of a larger one."""
+        if structure.n_rows <= SMALL_MODEL_ROWS:
+            return live_parts(structure.matrix, params)
+        return np.ones(structure.n_cols, dtype=bool), np.ones(structure.n_rows, dtype=bool)
+
+    def _pass_fresh(
+        self, structure: ModelStructure, params: Parameters, time_limit_s: float
+    ) -> highspy.Highs:
+        live_col, live_row = self._live_parts(structure, params)
+        self._hold(np.flatnonzero(live_col), np.flatnonzero(live_row), structure.n_cols, structure.n_rows)
+        highs = self._fresh(time_limit_s, structure.n_rows)
+        entries = column_entries(structure.matrix, self._cols, self._row_at)
+        highs.passModel(_to_highs_lp(params, self._cols, self._rows, entries))
+        return highs
+
+    def _update(
+        self,
+        highs: highspy.Highs,
+        structure: ModelStructure,
+        params: Parameters,
+        old: Parameters,
+        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    ) -> None:
+        """Bring the held model to ``params``: drop what died, update what stays, add what is new."""
+        matrix = structure.matrix
+        live_col, live_row = self._live_parts(structure, params)
+        keep_col, keep_row = live_col[self._cols], live_row[self._rows]
+        if not (keep_col.all() and keep_row.all()):
+            # Only what leaves the basis valid goes: a nonbasic column, a row whose slack is
+            # basic (the rest stays held, harmless, until a later basis lets it go).
+            status, basic = highs.getBasicVariables()  # type: ignore[attr-defined]
+            if status == highspy.HighsStatus.kOk:
+                basic_col = np.zeros(keep_col.size, dtype=bool)
+                basic_col[basic[basic >= 0]] = True
+                slack_basic = np.zeros(keep_row.size, dtype=bool)
+                slack_basic[-1 - basic[basic < 0]] = True
+                keep_col |= basic_col
+                keep_row |= ~slack_basic
+            dead_cols = np.flatnonzero(~keep_col).astype(np.int32)
+            dead_rows = np.flatnonzero(~keep_row).astype(np.int32)
+            if dead_cols.size:
+                highs.deleteCols(dead_cols.size, dead_cols)
+            if dead_rows.size:
+                highs.deleteRows(dead_rows.size, dead_rows)
+            self._hold(self._cols[keep_col], self._rows[keep_row], structure.n_cols, structure.n_rows)
+        col_at, row_at = self._col_at, self._row_at
+        idx = _held(col_at, _changed(params.cost, old.cost))
+        if idx[0].size:
+            highs.changeColsCost(idx[0].size, idx[0], params.cost[idx[1]])
+        idx = _held(col_at, _changed_pair(params.col_lower, old.col_lower, params.col_upper, old.col_upper))
+        if idx[0].size:
+            highs.changeColsBounds(idx[0].size, idx[0], params.col_lower[idx[1]], params.col_upper[idx[1]])
+        idx = _held(row_at, _changed_pair(params.row_lower, old.row_lower, params.row_upper, old.row_upper))
+        if idx[0].size:
+            highs.changeRowsBounds(  # type: ignore[attr-defined]
+                idx[0].size, idx[0], params.row_lower[idx[1]], params.row_upper[idx[1]]
+            )
+        if coefficients is not None:
+            for row, col, value in zip(*(c.tolist() for c in coefficients), strict=True):
+                if row_at[row] >= 0 and col_at[col] >= 0:
+                    highs.changeCoeff(int(row_at[row]), int(col_at[col]), value)
+        new_rows = np.flatnonzero(live_row & (row_at < 0))
+        new_cols = np.flatnonzero(live_col & (col_at < 0))
+        if new_rows.size:
+            entries = row_entries(matrix, new_rows, col_at)
+            highs.addRows(
+                new_rows.size,
+                params.row_lower[new_rows],
+                params.row_upper[new_rows],
+                entries.index.size,
+                entries.start[:-1],
+                entries.index,
+                entries.value,
+            )
+        if new_cols.size:
+            rows = np.concatenate([self._rows, new_rows])
+            entries = column_entries(matrix, new_cols, positions(rows, structure.n_rows))
+            highs.addCols(
+                new_cols.size,
+                params.cost[new_cols],
+                params.col_lower[new_cols],
+                params.col_upper[new_cols],
+                entries.index.size,
+                entries.start[:-1],
+                entries.index,
+                entries.value,
+            )
+        if new_rows.size or new_cols.size:
+            self._hold(
+                np.concatenate([self._cols, new_cols]),
+                np.concatenate([self._rows, new_rows]),
+                structure.n_cols,
+                structure.n_rows,
+            )
 
     def load(
         self,
@@ -166,33 +307,19 @@ class HighsSession:
         coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
         carry: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> bool:
-        """Make the session's model equal to (structure, params); True when updated in place:
-        costs, bounds and ``coefficients`` (row, col, value: matrix entries of job slots taken
-        over by a job with another gang size). A fresh model starts from the basis kept by
-        ``forget(keep_basis=True)`` through ``carry`` when both are there."""
+        """Make the session's model the live part of (structure, params); True when updated in
+        place (``coefficients``: row, col, value of matrix entries of job slots taken over by a
+        job with another gang size, already written into the structure's matrix). A fresh model
+        starts from the basis kept by ``forget(keep_basis=True)`` through ``carry`` when both are
+        there."""
         old = self._params
         if self._highs is not None and self._key == structure.key and old is not None:
-            highs = self._highs
-            if coefficients is not None:
-                for row, col, value in zip(*(c.tolist() for c in coefficients), strict=True):
-                    highs.changeCoeff(row, col, value)
-            idx = _changed(params.cost, old.cost)
-            if idx.size:
-                highs.changeColsCost(idx.size, idx, params.cost[idx])
-            idx = _changed_pair(params.col_lower, old.col_lower, params.col_upper, old.col_upper)
-            if idx.size:
-                highs.changeColsBounds(idx.size, idx, params.col_lower[idx], params.col_upper[idx])
-            idx = _changed_pair(params.row_lower, old.row_lower, params.row_upper, old.row_upper)
-            if idx.size:
-                highs.changeRowsBounds(  # type: ignore[attr-defined]
-                    idx.size, idx, params.row_lower[idx], params.row_upper[idx]
-                )
+            self._update(self._highs, structure, params, old, coefficients)
             self._params = params
-            _restart_from_basis(highs)
+            _restart_from_basis(self._highs)
             self.updates += 1
             return True
-        highs = self._fresh(time_limit_s, structure.n_rows)
-        highs.passModel(_to_highs_lp(structure, params))
+        highs = self._pass_fresh(structure, params, time_limit_s)
         if carry is not None:
             self._start_from_kept_basis(highs, params, carry)
         self._kept_basis = None
@@ -230,7 +357,8 @@ class HighsSession:
                 # on a time limit the model and its basis stay: the next decision continues from there
                 return SolveOutcome(False, name, None, float("nan"), solver_ms, warm, f"HiGHS: {name}")
             values = highs.getSolution().col_value  # a list: fromiter reads it in one pass
-            x = np.fromiter(values, dtype=float, count=len(values))
+            x = np.zeros(structure.n_cols)  # columns not held are fixed at zero
+            x[self._cols] = np.fromiter(values, dtype=float, count=len(values))
             info = highs.getInfo()
             objective = float(info.objective_function_value)
             return SolveOutcome(
