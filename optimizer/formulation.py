@@ -73,9 +73,16 @@ class ColumnMatrix:
 
     def set_entries(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
         """Change stored entries in place (each (row, col) must be stored)."""
-        for row, col, value in zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True):
-            lo, hi = int(self.indptr[col]), int(self.indptr[col + 1])
-            self.data[lo + int(np.flatnonzero(self.indices[lo:hi] == row)[0])] = value
+        self.data[self.entry_at(rows, cols)] = values
+
+    def entry_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The position in ``data`` of each stored (row, col)."""
+        at = [
+            int(self.indptr[col])
+            + int(np.flatnonzero(self.indices[self.indptr[col] : self.indptr[col + 1]] == row)[0])
+            for row, col in zip(rows.tolist(), cols.tolist(), strict=True)
+        ]
+        return np.asarray(at, dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from optimizer.formulation import ColumnMatrix
 from optimizer.parameters import Parameters
@@ -30,23 +31,57 @@ class Entries:
     value: np.ndarray
 
 
-def row_activity_bounds(
-    matrix: ColumnMatrix, n_rows: int, lower: np.ndarray, upper: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(least, greatest) value each row's activity can take within the column bounds."""
-    data = matrix.data
-    lower_e, upper_e = lower[matrix.entry_cols], upper[matrix.entry_cols]
-    positive = data > 0
-    with np.errstate(invalid="ignore"):  # 0 x inf: nan, which no comparison accepts (row kept)
-        least = np.bincount(matrix.indices, data * np.where(positive, lower_e, upper_e), minlength=n_rows)
-        greatest = np.bincount(matrix.indices, data * np.where(positive, upper_e, lower_e), minlength=n_rows)
-    return least, greatest
+HUGE = 1e30
+"""Infinite bounds enter the activity sums as +-HUGE: a zero entry times HUGE stays 0 (where
+times inf would be nan), and a sum with a HUGE term still passes any finite row bound."""
 
 
-def live_parts(matrix: ColumnMatrix, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
+class ActivityBounds:
+    """The least and greatest activity of every row within the column bounds, as one sparse
+    product: [[P, N], [N, P]] @ [lower; upper], where P holds the matrix's positive entries and N
+    its negative ones (each over the whole pattern, the other sign's entries held as zeros, so an
+    entry changed in place keeps its place)."""
+
+    def __init__(self, matrix: ColumnMatrix, n_rows: int) -> None:
+        n_cols, nnz = matrix.indptr.size - 1, matrix.data.size
+        row_ptr, order = matrix.by_row
+        rows = matrix.indices[order]
+        width = np.diff(row_ptr)[rows]
+        first = 2 * row_ptr[rows] + (np.arange(nnz) - row_ptr[rows])  # own-sign block, top half
+        cols = matrix.entry_cols[order]
+        indices = np.empty(4 * nnz, dtype=np.int32)
+        # top rows: P at (row, col), N at (row, n + col); bottom rows: N at (row, col), P at (row, n + col)
+        self._slots = np.empty((4, nnz), dtype=np.int64)  # by entry: P top, N top, N bottom, P bottom
+        self._slots[:, order] = [first, first + width, 2 * nnz + first, 2 * nnz + first + width]
+        indices[first], indices[first + width] = cols, n_cols + cols
+        indices[2 * nnz + first], indices[2 * nnz + first + width] = cols, n_cols + cols
+        indptr = np.concatenate([2 * row_ptr, 2 * nnz + 2 * row_ptr[1:]])
+        self._n_rows = n_rows
+        self._stacked = sparse.csr_matrix(
+            (np.zeros(4 * nnz), indices, indptr), shape=(2 * n_rows, 2 * n_cols)
+        )
+        self.set(np.arange(nnz), matrix.data)
+
+    def set(self, entries: np.ndarray, values: np.ndarray) -> None:
+        """Entries (positions in the column matrix's data) now hold ``values``."""
+        positive, negative = np.maximum(values, 0.0), np.minimum(values, 0.0)
+        data = self._stacked.data
+        data[self._slots[0, entries]] = positive
+        data[self._slots[1, entries]] = negative
+        data[self._slots[2, entries]] = negative
+        data[self._slots[3, entries]] = positive
+
+    def __call__(self, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(least, greatest) activity of each row."""
+        bounds = np.clip(np.concatenate([lower, upper]), -HUGE, HUGE)
+        both = self._stacked @ bounds
+        return both[: self._n_rows], both[self._n_rows :]
+
+
+def live_parts(activity: ActivityBounds, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
     """(live column mask, live row mask): columns not fixed at zero, rows that could bind."""
     live_col = (params.col_lower != 0.0) | (params.col_upper != 0.0)
-    least, greatest = row_activity_bounds(matrix, params.row_lower.size, params.col_lower, params.col_upper)
+    least, greatest = activity(params.col_lower, params.col_upper)
     live_row = ~((least >= params.row_lower) & (greatest <= params.row_upper))
     return live_col, live_row
 

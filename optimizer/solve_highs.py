@@ -19,7 +19,7 @@ import numpy as np
 
 from optimizer.basis_carry import BASIC, LOWER, carried_status
 from optimizer.formulation import ModelStructure
-from optimizer.lp_reduction import Entries, column_entries, live_parts, positions, row_entries
+from optimizer.lp_reduction import ActivityBounds, Entries, column_entries, live_parts, positions, row_entries
 from optimizer.parameters import Parameters
 
 _STATUS = list(highspy.HighsBasisStatus.__members__.values())
@@ -117,6 +117,9 @@ and the perturbed costs had to be cleaned up after. Measured over 100 seed decis
 43.4M instructions per decision. On larger models steepest edge pays for itself: at 500 jobs
 (~15,000 rows) Devex was 1.7x slower, at 2,000 jobs 3x (every decision over its budget)."""
 DEVEX = 1
+DEAD_SHARE = 0.05
+"""Held columns and rows no longer live are deleted once they are this share of the model (more
+than the ones the last deletion had to keep): fewer deletions, each a basis lookup."""
 
 
 class HighsSession:
@@ -138,6 +141,8 @@ class HighsSession:
         self._rows = np.zeros(0, dtype=np.int64)
         self._col_at = np.zeros(0, dtype=np.int32)  # HiGHS position of each structure column, or -1
         self._row_at = np.zeros(0, dtype=np.int32)
+        self._stuck = 0  # dead columns and rows the last deletion had to keep (basic, or binding slack)
+        self._activity: ActivityBounds | None = None  # a small model's row activity bounds
         self._kept_basis: tuple[np.ndarray, np.ndarray] | None = None
         self.rebuilds = 0
         self.updates = 0
@@ -205,19 +210,48 @@ class HighsSession:
 
     def _live_parts(self, structure: ModelStructure, params: Parameters) -> tuple[np.ndarray, np.ndarray]:
         """What HiGHS holds: the live part of a small model, all of a larger one."""
-        if structure.n_rows <= SMALL_MODEL_ROWS:
-            return live_parts(structure.matrix, params)
+        if self._activity is not None:
+            return live_parts(self._activity, params)
         return np.ones(structure.n_cols, dtype=bool), np.ones(structure.n_rows, dtype=bool)
 
     def _pass_fresh(
         self, structure: ModelStructure, params: Parameters, time_limit_s: float
     ) -> highspy.Highs:
+        small = structure.n_rows <= SMALL_MODEL_ROWS
+        self._activity = ActivityBounds(structure.matrix, structure.n_rows) if small else None
         live_col, live_row = self._live_parts(structure, params)
         self._hold(np.flatnonzero(live_col), np.flatnonzero(live_row), structure.n_cols, structure.n_rows)
+        self._stuck = 0
         highs = self._fresh(time_limit_s, structure.n_rows)
         entries = column_entries(structure.matrix, self._cols, self._row_at)
         highs.passModel(_to_highs_lp(params, self._cols, self._rows, entries))
         return highs
+
+    def _drop_dead(self, highs: highspy.Highs, keep_col: np.ndarray, keep_row: np.ndarray) -> bool:
+        """Delete held columns and rows that are no longer live, once there are enough of them to
+        pay for the basis lookup (a dead column or row held is harmless: fixed at zero, or unable
+        to bind). Only what leaves the basis valid goes: a nonbasic column, a row whose slack is
+        basic; the rest waits for a later basis. True when something was deleted."""
+        dead = (
+            keep_col.size - int(np.count_nonzero(keep_col)) + keep_row.size - int(np.count_nonzero(keep_row))
+        )
+        if dead - self._stuck <= DEAD_SHARE * (keep_col.size + keep_row.size):
+            return False
+        status, basic = highs.getBasicVariables()  # type: ignore[attr-defined]
+        if status != highspy.HighsStatus.kOk:
+            return False
+        keep_col[basic[basic >= 0]] = True
+        slack_basic = np.zeros(keep_row.size, dtype=bool)
+        slack_basic[-1 - basic[basic < 0]] = True
+        keep_row |= ~slack_basic
+        dead_cols = np.flatnonzero(~keep_col).astype(np.int32)
+        dead_rows = np.flatnonzero(~keep_row).astype(np.int32)
+        self._stuck = dead - dead_cols.size - dead_rows.size
+        if dead_cols.size:
+            highs.deleteCols(dead_cols.size, dead_cols)
+        if dead_rows.size:
+            highs.deleteRows(dead_rows.size, dead_rows)
+        return bool(dead_cols.size or dead_rows.size)
 
     def _update(
         self,
@@ -229,25 +263,11 @@ class HighsSession:
     ) -> None:
         """Bring the held model to ``params``: drop what died, update what stays, add what is new."""
         matrix = structure.matrix
+        if coefficients is not None and coefficients[0].size and self._activity is not None:
+            self._activity.set(matrix.entry_at(coefficients[0], coefficients[1]), coefficients[2])
         live_col, live_row = self._live_parts(structure, params)
         keep_col, keep_row = live_col[self._cols], live_row[self._rows]
-        if not (keep_col.all() and keep_row.all()):
-            # Only what leaves the basis valid goes: a nonbasic column, a row whose slack is
-            # basic (the rest stays held, harmless, until a later basis lets it go).
-            status, basic = highs.getBasicVariables()  # type: ignore[attr-defined]
-            if status == highspy.HighsStatus.kOk:
-                basic_col = np.zeros(keep_col.size, dtype=bool)
-                basic_col[basic[basic >= 0]] = True
-                slack_basic = np.zeros(keep_row.size, dtype=bool)
-                slack_basic[-1 - basic[basic < 0]] = True
-                keep_col |= basic_col
-                keep_row |= ~slack_basic
-            dead_cols = np.flatnonzero(~keep_col).astype(np.int32)
-            dead_rows = np.flatnonzero(~keep_row).astype(np.int32)
-            if dead_cols.size:
-                highs.deleteCols(dead_cols.size, dead_cols)
-            if dead_rows.size:
-                highs.deleteRows(dead_rows.size, dead_rows)
+        if self._drop_dead(highs, keep_col, keep_row):
             self._hold(self._cols[keep_col], self._rows[keep_row], structure.n_cols, structure.n_rows)
         col_at, row_at = self._col_at, self._row_at
         idx = _held(col_at, _changed(params.cost, old.cost))
@@ -278,9 +298,10 @@ class HighsSession:
                 entries.index,
                 entries.value,
             )
+            row_at[new_rows] = np.arange(self._rows.size, self._rows.size + new_rows.size, dtype=np.int32)
+            self._rows = np.concatenate([self._rows, new_rows])
         if new_cols.size:
-            rows = np.concatenate([self._rows, new_rows])
-            entries = column_entries(matrix, new_cols, positions(rows, structure.n_rows))
+            entries = column_entries(matrix, new_cols, row_at)
             highs.addCols(
                 new_cols.size,
                 params.cost[new_cols],
@@ -291,13 +312,8 @@ class HighsSession:
                 entries.index,
                 entries.value,
             )
-        if new_rows.size or new_cols.size:
-            self._hold(
-                np.concatenate([self._cols, new_cols]),
-                np.concatenate([self._rows, new_rows]),
-                structure.n_cols,
-                structure.n_rows,
-            )
+            col_at[new_cols] = np.arange(self._cols.size, self._cols.size + new_cols.size, dtype=np.int32)
+            self._cols = np.concatenate([self._cols, new_cols])
 
     def load(
         self,

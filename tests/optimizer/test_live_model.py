@@ -17,7 +17,15 @@ import optimizer.solve_highs as solve_highs
 from bench.decisions import CASES, SyntheticCluster
 from optimizer.config import PlannerConfig
 from optimizer.formulation import ColumnMatrix, ModelStructure
-from optimizer.lp_reduction import Entries, column_entries, live_parts, positions, row_entries
+from optimizer.lp_reduction import (
+    HUGE,
+    ActivityBounds,
+    Entries,
+    column_entries,
+    live_parts,
+    positions,
+    row_entries,
+)
 from optimizer.parameters import Parameters
 from optimizer.planner import PlannerPolicy
 
@@ -45,13 +53,40 @@ def test_live_parts_keep_what_can_bind() -> None:
         row_lower=np.array([0.0, -INF, -INF, 1.0]),
         row_upper=np.array([INF, 1.0, 5.0, INF]),
     )
-    live_col, live_row = live_parts(_matrix(dense), params)
+    activity = ActivityBounds(_matrix(dense), 4)
+    live_col, live_row = live_parts(activity, params)
     assert live_col.tolist() == [True, True, True]
     assert live_row.tolist() == [False, True, False, True]
     fixed = replace(params, col_upper=np.array([1.0, 0.0, 3.0]))
-    assert live_parts(_matrix(dense), fixed)[0].tolist() == [True, False, True]
+    assert live_parts(activity, fixed)[0].tolist() == [True, False, True]
     unbounded = replace(params, col_upper=np.array([1.0, 1.0, INF]))
-    assert live_parts(_matrix(dense), unbounded)[1].tolist() == [False, True, True, True]
+    assert live_parts(activity, unbounded)[1].tolist() == [False, True, True, True]
+
+
+def test_activity_bounds_follow_entries_changed_in_place() -> None:
+    rng = np.random.default_rng(5)
+    dense = np.where(rng.random((20, 25)) < 0.3, rng.normal(size=(20, 25)), 0.0)
+    matrix = _matrix(dense)
+    lower = np.where(rng.random(25) < 0.2, -INF, 0.0)
+    upper = np.where(rng.random(25) < 0.3, INF, rng.random(25) * 4)
+    activity = ActivityBounds(matrix, 20)
+    changed = rng.choice(matrix.data.size, 6, replace=False)
+    matrix.data[changed] = -matrix.data[changed]  # signs flip: entries move between P and N
+    activity.set(changed, matrix.data[changed])
+    least, greatest = activity(lower, upper)
+    fresh = ActivityBounds(matrix, 20)(lower, upper)
+    assert np.array_equal(least, fresh[0]) and np.array_equal(greatest, fresh[1])
+    for row in range(20):
+        exact = sum(v * (lower[c] if v > 0 else upper[c]) for c, v in _row(matrix, row))
+        if np.isfinite(exact):
+            assert least[row] == pytest.approx(exact, rel=1e-12, abs=1e-9)
+        else:  # an infinite bound times a coefficient: far below any finite row bound
+            assert least[row] < -HUGE / 1e3
+
+
+def _row(matrix: ColumnMatrix, row: int) -> list[tuple[int, float]]:
+    cols = matrix.entry_cols[matrix.indices == row]
+    return list(zip(cols.tolist(), matrix.data[matrix.indices == row].tolist(), strict=True))
 
 
 def _dense(entries: Entries, n_major: int, n_minor: int) -> np.ndarray:
@@ -78,6 +113,7 @@ def _whole_model_optimum(structure: ModelStructure, params: Parameters) -> float
     matrix = structure.matrix
     whole = Entries(matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32), matrix.data.copy())
     highs = solve_highs.quiet_highs()
+    highs.setOptionValue("threads", 1)  # as the session's: HiGHS's thread pool is set up once
     every_col, every_row = np.arange(structure.n_cols), np.arange(structure.n_rows)
     highs.passModel(solve_highs._to_highs_lp(params, every_col, every_row, whole))
     highs.run()
