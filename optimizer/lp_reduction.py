@@ -93,36 +93,32 @@ def positions(members: np.ndarray, size: int) -> np.ndarray:
     return at
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The concatenation of arange(s, e) for each pair."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total)
-
-
-def _compressed(owner: np.ndarray, n: int, index: np.ndarray, value: np.ndarray) -> Entries:
-    start = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(owner, minlength=n), out=start[1:])
-    return Entries(start, index.astype(np.int32), value)
+def _gathered(
+    starts: np.ndarray, ends: np.ndarray, order: np.ndarray | None, other: np.ndarray, held_at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stored entries in the ranges [starts, ends) (of ``order`` when given) whose other index
+    (``other``: their row, or column) the live model holds: (positions in ``data``, live index,
+    compressed start of each range)."""
+    bounds = np.zeros(starts.size + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=bounds[1:])
+    at = np.repeat(starts - bounds[:-1], ends - starts) + np.arange(bounds[-1])
+    if order is not None:
+        at = order[at]
+    live = held_at[other[at]]
+    keep = live >= 0
+    kept = np.zeros(at.size + 1, dtype=np.int32)
+    np.cumsum(keep, out=kept[1:])
+    return at[keep], live[keep], kept[bounds]
 
 
 def column_entries(matrix: ColumnMatrix, cols: np.ndarray, row_at: np.ndarray) -> Entries:
     """The entries of ``cols`` in the rows the live model holds (``row_at`` >= 0)."""
-    at = _ranges(matrix.indptr[cols], matrix.indptr[cols + 1])
-    rows = row_at[matrix.indices[at]]
-    keep = rows >= 0
-    owner = np.repeat(np.arange(cols.size), np.diff(matrix.indptr)[cols])[keep]
-    return _compressed(owner, cols.size, rows[keep], matrix.data[at[keep]])
+    at, rows, start = _gathered(matrix.indptr[cols], matrix.indptr[cols + 1], None, matrix.indices, row_at)
+    return Entries(start, rows.astype(np.int32), matrix.data[at])
 
 
 def row_entries(matrix: ColumnMatrix, rows: np.ndarray, col_at: np.ndarray) -> Entries:
     """The entries of ``rows`` in the columns the live model holds (``col_at`` >= 0)."""
     row_ptr, order = matrix.by_row
-    at = order[_ranges(row_ptr[rows], row_ptr[rows + 1])]
-    cols = col_at[matrix.entry_cols[at]]
-    keep = cols >= 0
-    owner = np.repeat(np.arange(rows.size), np.diff(row_ptr)[rows])[keep]
-    return _compressed(owner, rows.size, cols[keep], matrix.data[at[keep]])
+    at, cols, start = _gathered(row_ptr[rows], row_ptr[rows + 1], order, matrix.entry_cols, col_at)
+    return Entries(start, cols.astype(np.int32), matrix.data[at])

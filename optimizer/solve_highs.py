@@ -332,7 +332,8 @@ class HighsSession:
         if self._highs is not None and self._key == structure.key and old is not None:
             self._update(self._highs, structure, params, old, coefficients)
             self._params = params
-            _restart_from_basis(self._highs)
+            if self._activity is None:  # a small model: Devex, no perturbation, nothing to reset
+                _restart_from_basis(self._highs)
             self.updates += 1
             return True
         highs = self._pass_fresh(structure, params, time_limit_s)
@@ -375,10 +376,9 @@ class HighsSession:
             values = highs.getSolution().col_value  # a list: fromiter reads it in one pass
             x = np.zeros(structure.n_cols)  # columns not held are fixed at zero
             x[self._cols] = np.fromiter(values, dtype=float, count=len(values))
-            info = highs.getInfo()
-            objective = float(info.objective_function_value)
+            _, iterations = highs.getInfoValue("simplex_iteration_count")
             return SolveOutcome(
-                True, name, x, objective, solver_ms, warm, iterations=info.simplex_iteration_count
+                True, name, x, float(highs.getObjectiveValue()), solver_ms, warm, iterations=int(iterations)
             )
         except Exception as exc:
             self._highs, self._key, self._params = None, None, None
