@@ -12,6 +12,7 @@ the outcome says what happened and the planner falls back.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
@@ -69,6 +70,21 @@ def _held(at: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pos, idx = pos[keep], idx[keep]
     order = np.argsort(pos, kind="stable")
     return pos[order].astype(np.int32), idx[order]
+
+
+def _append(
+    add: Callable[..., object],
+    new: np.ndarray,
+    data: tuple[np.ndarray, ...],
+    entries: Entries,
+    held: np.ndarray,
+    held_at: np.ndarray,
+) -> np.ndarray:
+    """Add ``new`` rows or columns (HiGHS's addRows / addCols with their ``data`` and entries)
+    after the ``held`` ones; ``held_at`` gets their positions. Returns what is held now."""
+    add(new.size, *data, entries.index.size, entries.start[:-1], entries.index, entries.value)
+    held_at[new] = np.arange(held.size, held.size + new.size, dtype=np.int32)
+    return np.concatenate([held, new])
 
 
 def _changed_pair(
@@ -288,32 +304,13 @@ class HighsSession:
         new_rows = np.flatnonzero(live_row & (row_at < 0))
         new_cols = np.flatnonzero(live_col & (col_at < 0))
         if new_rows.size:
+            bounds = (params.row_lower[new_rows], params.row_upper[new_rows])
             entries = row_entries(matrix, new_rows, col_at)
-            highs.addRows(
-                new_rows.size,
-                params.row_lower[new_rows],
-                params.row_upper[new_rows],
-                entries.index.size,
-                entries.start[:-1],
-                entries.index,
-                entries.value,
-            )
-            row_at[new_rows] = np.arange(self._rows.size, self._rows.size + new_rows.size, dtype=np.int32)
-            self._rows = np.concatenate([self._rows, new_rows])
+            self._rows = _append(highs.addRows, new_rows, bounds, entries, self._rows, row_at)
         if new_cols.size:
+            data = (params.cost[new_cols], params.col_lower[new_cols], params.col_upper[new_cols])
             entries = column_entries(matrix, new_cols, row_at)
-            highs.addCols(
-                new_cols.size,
-                params.cost[new_cols],
-                params.col_lower[new_cols],
-                params.col_upper[new_cols],
-                entries.index.size,
-                entries.start[:-1],
-                entries.index,
-                entries.value,
-            )
-            col_at[new_cols] = np.arange(self._cols.size, self._cols.size + new_cols.size, dtype=np.int32)
-            self._cols = np.concatenate([self._cols, new_cols])
+            self._cols = _append(highs.addCols, new_cols, data, entries, self._cols, col_at)
 
     def load(
         self,
