@@ -117,21 +117,22 @@ def _restart_from_basis(highs: highspy.Highs) -> None:
 
 SMALL_MODEL_ROWS = 4_000
 """A model with up to this many rows is small: HiGHS holds only its live part, and prices with
-Devex and without cost perturbation.
+Devex, without cost perturbation and without restarting from a cleared solver.
 
 Live part: a warm solve of a small model is mostly HiGHS's fixed per-run work, proportional to
 the model's size, and about half a seed-scale model is empty job slots and rows that cannot bind
-(seed scale: ~1,700 of 3,313 columns and ~1,000 of 1,620 rows held; 42.5M -> 38.3M instructions
-per decision). On a large model the iterations dominate, and HiGHS's cost perturbation, drawn by
-column position, would change as held columns come and go (2,000 jobs: p50 1.5x slower).
+(seed scale: ~1,800 of 3,313 columns and ~1,100 of 1,620 rows held; HiGHS's run 23.8M -> 12.5M
+instructions per decision). On a large model the iterations dominate, and HiGHS's cost
+perturbation, drawn by column position, would change as held columns come and go (2,000 jobs:
+p50 1.5x slower).
 
-Pricing: each warm solve
-restarts from the kept basis (see _restart_from_basis), and the dual simplex's default
-steepest-edge pricing then first computes exact weights, one solve with the basis per row: at
-seed scale (1,620 rows, ~45 iterations per update) that cost as much as the iterations it saves,
-and the perturbed costs had to be cleaned up after. Measured over 100 seed decisions: 47.2M ->
-43.4M instructions per decision. On larger models steepest edge pays for itself: at 500 jobs
-(~15,000 rows) Devex was 1.7x slower, at 2,000 jobs 3x (every decision over its budget)."""
+Pricing: after a restart from the kept basis (see _restart_from_basis) the dual simplex's default
+steepest-edge pricing first computes exact weights, one solve with the basis per row: at seed
+scale (~45 iterations per update) that cost as much as the iterations it saved, and perturbed
+costs had to be cleaned up after (100 seed decisions: 47.2M -> 43.4M instructions per decision
+with Devex and no perturbation). With those, restarting changes no pivot, so a small model keeps
+HiGHS's state. On larger models steepest edge pays for itself: at 500 jobs (~15,000 rows) Devex
+was 1.7x slower, at 2,000 jobs 3x (every decision over its budget)."""
 DEVEX = 1
 DEAD_SHARE = 0.05
 """Held columns and rows no longer live are deleted once they are this share of the model (more
