@@ -43,12 +43,12 @@ def inputs_digest(
     state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime, config: str = ""
 ) -> str:
     """A stable digest of everything a decision depends on: same inputs, same plan id."""
-    h = hashlib.blake2b(_json_bytes(state), digest_size=16)
+    h = hashlib.sha256(_json_bytes(state))
     for service in sorted(forecasts):
         h.update(_json_bytes(forecasts[service]))
     h.update(now.isoformat().encode())
     h.update(config.encode())
-    return h.hexdigest()
+    return h.hexdigest()[:32]
 
 
 def _json_bytes(event: BaseModel) -> bytes:
