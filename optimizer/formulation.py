@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class ColumnMatrix:
     indptr: np.ndarray  # [n_cols + 1]
     indices: np.ndarray  # row of each entry
     data: np.ndarray
-    n_rows: int = 0
+    n_rows: int
 
     @classmethod
     def from_triplets(
@@ -65,15 +66,10 @@ class ColumnMatrix:
     def by_row(self) -> tuple[np.ndarray, np.ndarray]:
         """(row pointer, entry order): the stored entries row by row, as positions into ``data``
         (so values changed in place read through)."""
-        n_rows = max(self.n_rows, int(self.indices.max()) + 1 if self.indices.size else 0)
         order = np.argsort(self.indices, kind="stable")
-        row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.indices, minlength=n_rows), out=row_ptr[1:])
+        row_ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.indices, minlength=self.n_rows), out=row_ptr[1:])
         return row_ptr, order
-
-    def set_entries(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> None:
-        """Change stored entries in place (each (row, col) must be stored)."""
-        self.data[self.entry_at(rows, cols)] = values
 
     def entry_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The position in ``data`` of each stored (row, col)."""
@@ -348,14 +344,24 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
     )
 
 
-def update_gangs(structure: ModelStructure, inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Matrix entries (row, col, value) of jobs that took over a slot with another gang size (the
-    1/gang of the preemption bound), written into the structure's matrix and returned."""
+class EntryChanges(NamedTuple):
+    """Matrix entries changed in place: their rows, columns, positions in ``data`` and values."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    at: np.ndarray
+    values: np.ndarray
+
+
+def update_gangs(structure: ModelStructure, inputs: PlanInputs) -> EntryChanges:
+    """The matrix entries of jobs that took over a slot with another gang size (the 1/gang of the
+    preemption bound), written into the structure's matrix and returned."""
     active = inputs.job_active if inputs.job_active is not None else np.ones(inputs.n_jobs, dtype=bool)
     changed = np.flatnonzero(active & (inputs.job_gang != structure.slot_gang))
     structure.slot_gang[changed] = inputs.job_gang[changed]
     rows = np.full(changed.size, structure.rows["preempt_bound"][0], dtype=np.int64)
     cols = structure.cols["pre"][changed]
     values = 1.0 / np.maximum(inputs.job_gang[changed], 1.0)
-    structure.matrix.set_entries(rows, cols, values)
-    return rows, cols, values
+    at = structure.matrix.entry_at(rows, cols)
+    structure.matrix.data[at] = values
+    return EntryChanges(rows, cols, at, values)

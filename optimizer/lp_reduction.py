@@ -42,8 +42,8 @@ class ActivityBounds:
     its negative ones (each over the whole pattern, the other sign's entries held as zeros, so an
     entry changed in place keeps its place)."""
 
-    def __init__(self, matrix: ColumnMatrix, n_rows: int) -> None:
-        n_cols, nnz = matrix.indptr.size - 1, matrix.data.size
+    def __init__(self, matrix: ColumnMatrix) -> None:
+        n_rows, n_cols, nnz = matrix.n_rows, matrix.indptr.size - 1, matrix.data.size
         row_ptr, order = matrix.by_row
         rows = matrix.indices[order]
         width = np.diff(row_ptr)[rows]

@@ -19,7 +19,7 @@ import highspy
 import numpy as np
 
 from optimizer.basis_carry import BASIC, LOWER, carried_status
-from optimizer.formulation import ModelStructure
+from optimizer.formulation import EntryChanges, ModelStructure
 from optimizer.lp_reduction import ActivityBounds, Entries, column_entries, live_parts, positions, row_entries
 from optimizer.parameters import Parameters
 
@@ -164,11 +164,11 @@ class HighsSession:
         self.rebuilds = 0
         self.updates = 0
 
-    def _fresh(self, time_limit_s: float, n_rows: int) -> highspy.Highs:
+    def _fresh(self, time_limit_s: float, small: bool) -> highspy.Highs:
         highs = quiet_highs()
         highs.setOptionValue("threads", 1)
         highs.setOptionValue("time_limit", float(time_limit_s))
-        if n_rows <= SMALL_MODEL_ROWS:
+        if small:
             highs.setOptionValue("simplex_dual_edge_weight_strategy", DEVEX)
             highs.setOptionValue("dual_simplex_cost_perturbation_multiplier", 0.0)
         return highs
@@ -235,11 +235,11 @@ class HighsSession:
         self, structure: ModelStructure, params: Parameters, time_limit_s: float
     ) -> highspy.Highs:
         small = structure.n_rows <= SMALL_MODEL_ROWS
-        self._activity = ActivityBounds(structure.matrix, structure.n_rows) if small else None
+        self._activity = ActivityBounds(structure.matrix) if small else None
         live_col, live_row = self._live_parts(structure, params)
         self._hold(np.flatnonzero(live_col), np.flatnonzero(live_row), structure.n_cols, structure.n_rows)
         self._stuck = 0
-        highs = self._fresh(time_limit_s, structure.n_rows)
+        highs = self._fresh(time_limit_s, small)
         entries = column_entries(structure.matrix, self._cols, self._row_at)
         highs.passModel(_to_highs_lp(params, self._cols, self._rows, entries))
         return highs
@@ -276,12 +276,12 @@ class HighsSession:
         structure: ModelStructure,
         params: Parameters,
         old: Parameters,
-        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        coefficients: EntryChanges | None,
     ) -> None:
         """Bring the held model to ``params``: drop what died, update what stays, add what is new."""
         matrix = structure.matrix
-        if coefficients is not None and coefficients[0].size and self._activity is not None:
-            self._activity.set(matrix.entry_at(coefficients[0], coefficients[1]), coefficients[2])
+        if coefficients is not None and coefficients.at.size and self._activity is not None:
+            self._activity.set(coefficients.at, coefficients.values)
         live_col, live_row = self._live_parts(structure, params)
         keep_col, keep_row = live_col[self._cols], live_row[self._rows]
         if self._drop_dead(highs, keep_col, keep_row):
@@ -299,7 +299,8 @@ class HighsSession:
                 idx[0].size, idx[0], params.row_lower[idx[1]], params.row_upper[idx[1]]
             )
         if coefficients is not None:
-            for row, col, value in zip(*(c.tolist() for c in coefficients), strict=True):
+            changed = (coefficients.rows, coefficients.cols, coefficients.values)
+            for row, col, value in zip(*(c.tolist() for c in changed), strict=True):
                 if row_at[row] >= 0 and col_at[col] >= 0:
                     highs.changeCoeff(int(row_at[row]), int(col_at[col]), value)
         new_rows = np.flatnonzero(live_row & (row_at < 0))
@@ -318,12 +319,12 @@ class HighsSession:
         structure: ModelStructure,
         params: Parameters,
         time_limit_s: float,
-        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        coefficients: EntryChanges | None = None,
         carry: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> bool:
         """Make the session's model the live part of (structure, params); True when updated in
-        place (``coefficients``: row, col, value of matrix entries of job slots taken over by a
-        job with another gang size, already written into the structure's matrix). A fresh model
+        place (``coefficients``: the matrix entries of job slots taken over by a job with another
+        gang size, already written into the structure's matrix). A fresh model
         starts from the basis kept by ``forget(keep_basis=True)`` through ``carry`` when both are
         there."""
         old = self._params
@@ -347,7 +348,7 @@ class HighsSession:
         structure: ModelStructure,
         params: Parameters,
         time_limit_s: float,
-        coefficients: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+        coefficients: EntryChanges | None = None,
         carry: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> SolveOutcome:
         try:

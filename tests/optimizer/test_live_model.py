@@ -53,7 +53,7 @@ def test_live_parts_keep_what_can_bind() -> None:
         row_lower=np.array([0.0, -INF, -INF, 1.0]),
         row_upper=np.array([INF, 1.0, 5.0, INF]),
     )
-    activity = ActivityBounds(_matrix(dense), 4)
+    activity = ActivityBounds(_matrix(dense))
     live_col, live_row = live_parts(activity, params)
     assert live_col.tolist() == [True, True, True]
     assert live_row.tolist() == [False, True, False, True]
@@ -69,12 +69,12 @@ def test_activity_bounds_follow_entries_changed_in_place() -> None:
     matrix = _matrix(dense)
     lower = np.where(rng.random(25) < 0.2, -INF, 0.0)
     upper = np.where(rng.random(25) < 0.3, INF, rng.random(25) * 4)
-    activity = ActivityBounds(matrix, 20)
+    activity = ActivityBounds(matrix)
     changed = rng.choice(matrix.data.size, 6, replace=False)
     matrix.data[changed] = -matrix.data[changed]  # signs flip: entries move between P and N
     activity.set(changed, matrix.data[changed])
     least, greatest = activity(lower, upper)
-    fresh = ActivityBounds(matrix, 20)(lower, upper)
+    fresh = ActivityBounds(matrix)(lower, upper)
     assert np.array_equal(least, fresh[0]) and np.array_equal(greatest, fresh[1])
     for row in range(20):
         exact = sum(v * (lower[c] if v > 0 else upper[c]) for c, v in _row(matrix, row))
