@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
+from optimizer.alongside import Alongside
 from optimizer.basis_carry import carried_indices
 from optimizer.calibration import BandCalibrator
 from optimizer.config import PlannerConfig
@@ -101,8 +102,8 @@ class PlannerPolicy:
     def decide(self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime) -> Decision:
         t0 = time.perf_counter()
         self._solve_end = 0.0
-        digest = inputs_digest(state, forecasts, now, self._fingerprint)
-        plan_id = plan_id_for(state.cluster, self.name, digest)
+        # the digest needs nothing from the plan: it is worked out while HiGHS solves
+        digest_job = Alongside(lambda: inputs_digest(state, forecasts, now, self._fingerprint))
         inputs: PlanInputs | None = None
         corrected: Mapping[str, DemandForecast] = forecasts
         try:
@@ -110,13 +111,15 @@ class PlannerPolicy:
             inputs = build_inputs(
                 state, corrected, now, self.config, band_factors=factors, blocks=self._blocks
             )
-            rounded, solver, objective, inputs = self._optimise(inputs, t0)
+            rounded, solver, objective, inputs = self._optimise(inputs, t0, digest_job.start)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
             solver = SolverInfo(
                 solver="highs", status="error", time_ms=0.0, fallback=True, fallback_reason=reason
             )
             rounded, objective = None, {}
+        digest = digest_job.result()
+        plan_id = plan_id_for(state.cluster, self.name, digest)
         try:
             if rounded is None:
                 rounded, solver, inputs = self._fallback(state, forecasts, now, inputs, solver, t0)
@@ -176,9 +179,10 @@ class PlannerPolicy:
         return max(left, MIN_SOLVE_SHARE * budget)
 
     def _optimise(
-        self, inputs: PlanInputs, t0: float
+        self, inputs: PlanInputs, t0: float, while_solving: Callable[[], None]
     ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
-        """Solve and round; also returns the inputs the plan is indexed by (job slots)."""
+        """Solve and round; also returns the inputs the plan is indexed by (job slots).
+        ``while_solving`` is called right before HiGHS runs (see optimizer/alongside.py)."""
         config = self.config
         if config.backend == "pyomo":
             from optimizer.pyomo_model import solve_with_pyomo
@@ -222,7 +226,7 @@ class PlannerPolicy:
         assert structure is not None
         params = fill_parameters(structure, inputs, config)
         outcome: SolveOutcome = self._session.solve(
-            structure, params, self._solve_limit_s(t0), coefficients, carry
+            structure, params, self._solve_limit_s(t0), coefficients, carry, while_solving
         )
         self._solve_end = time.perf_counter()
         self.last_solver_ms = outcome.solver_ms

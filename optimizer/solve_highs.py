@@ -350,13 +350,18 @@ class HighsSession:
         time_limit_s: float,
         coefficients: EntryChanges | None = None,
         carry: tuple[np.ndarray, np.ndarray] | None = None,
+        while_solving: Callable[[], None] | None = None,
     ) -> SolveOutcome:
+        """Load and solve. ``while_solving`` is called right before HiGHS runs: HiGHS releases the
+        GIL while it solves, so work it starts on another thread proceeds meanwhile."""
         try:
             warm = self.load(structure, params, time_limit_s, coefficients, carry)
             assert self._highs is not None
             highs = self._highs
             # HiGHS's clock runs across calls on one instance: the limit is relative to it
             highs.setOptionValue("time_limit", float(highs.getRunTime()) + float(time_limit_s))
+            if while_solving is not None:
+                while_solving()
             t0 = time.perf_counter()
             highs.run()
             solver_ms = (time.perf_counter() - t0) * 1000.0
