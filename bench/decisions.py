@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,42 @@ class CaseResult:
             "model_updates": self.updates,
             "peak_memory_mib": self.peak_mib,
         }
+
+
+MEDIAN_KEYS = ("decision_ms_p50", "decision_ms_p99", "solver_ms_p50", "decision_to_solver_ratio_p50")
+SUMMED_KEYS = ("decisions", "fallbacks", "model_rebuilds", "model_updates")
+
+
+@dataclass
+class CaseRuns:
+    """Several runs of one case, each on a fresh cluster and planner. These hosts are shared and
+    noisy, so a figure is the median of the runs' figures (one run in a busy minute moves it
+    little); each run's figures are kept too."""
+
+    runs: list[CaseResult]
+
+    @property
+    def decision_ms(self) -> list[float]:
+        return [ms for run in self.runs for ms in run.decision_ms]
+
+    @property
+    def solver_ms(self) -> list[float]:
+        return [ms for run in self.runs for ms in run.solver_ms]
+
+    def to_json(self) -> dict[str, Any]:
+        """The first run's case figures, medians (MEDIAN_KEYS) and sums (SUMMED_KEYS) over the
+        runs, the largest peak memory, and each run's p50 and p99."""
+        per_run = [run.to_json() for run in self.runs]
+        out: dict[str, Any] = dict(per_run[0])
+        for key in MEDIAN_KEYS:
+            out[key] = float(np.median([row[key] for row in per_run]))
+        for key in SUMMED_KEYS:
+            out[key] = int(sum(row[key] for row in per_run))
+        out["peak_memory_mib"] = max(float(row["peak_memory_mib"]) for row in per_run)
+        out["runs"] = len(per_run)
+        out["decision_ms_p50_runs"] = [float(row["decision_ms_p50"]) for row in per_run]
+        out["decision_ms_p99_runs"] = [float(row["decision_ms_p99"]) for row in per_run]
+        return out
 
 
 class SyntheticCluster:
@@ -218,7 +255,14 @@ class SyntheticCluster:
             self._arrive()
 
 
-def run_case(case: Case, config: PlannerConfig, on_step: Callable[[int], None] | None = None) -> CaseResult:
+def run_case(
+    case: Case,
+    config: PlannerConfig,
+    on_step: Callable[[int], None] | None = None,
+    measure_memory: bool = True,
+) -> CaseResult:
+    """One run: ``case.decisions`` decisions on a fresh cluster and planner, then (with
+    ``measure_memory``) the peak memory of one decision with a fresh model."""
     cluster = SyntheticCluster(case)
     policy = PlannerPolicy(config=config)
     result = CaseResult(case)
@@ -238,6 +282,8 @@ def run_case(case: Case, config: PlannerConfig, on_step: Callable[[int], None] |
             on_step(i)
     result.rebuilds = policy.session_stats()["rebuilds"]
     result.updates = policy.session_stats()["updates"]
+    if not measure_memory:
+        return result
     # Memory: one traced decision on the cluster as it stands (a fresh planner: the model is built).
     state = cluster.state()
     forecasts = cluster.forecasts(state)
@@ -250,11 +296,18 @@ def run_case(case: Case, config: PlannerConfig, on_step: Callable[[int], None] |
     return result
 
 
+def run_repeated(
+    case: Case, config: PlannerConfig, repeat: int, on_step: Callable[[int], None] | None = None
+) -> CaseRuns:
+    """``repeat`` runs of the case; memory is measured in the first (it is the same in each)."""
+    return CaseRuns([run_case(case, config, on_step, measure_memory=i == 0) for i in range(repeat)])
+
+
 def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def write_png(results: dict[str, CaseResult], out_dir: Path) -> Path:
+def write_png(results: dict[str, CaseRuns], out_dir: Path) -> Path:
     """Latency distribution per case, log scale, with HiGHS's own time beside it."""
     import matplotlib
 

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
 
 _CASE = typer.Option([], "--case", help="seed, medium or large (repeatable); default all.")
 _DECISIONS = typer.Option(None, "--decisions", min=3, help="Decisions per case (default per case).")
+_REPEAT = typer.Option(3, "--repeat", min=1, help="Runs per case; figures are medians over the runs.")
 _JSON = typer.Option(None, "--json", help="Write the figures as JSON here.")
 _OUT_DIR = typer.Option(None, "--out-dir", help="Write a PNG of the latencies here.")
 
@@ -28,6 +29,7 @@ _OUT_DIR = typer.Option(None, "--out-dir", help="Write a PNG of the latencies he
 def bench_decisions(
     case: list[str] = _CASE,
     decisions: int | None = _DECISIONS,
+    repeat: int = _REPEAT,
     json_path: Path | None = _JSON,
     out_dir: Path | None = _OUT_DIR,
 ) -> None:
@@ -38,7 +40,7 @@ def bench_decisions(
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
-    from bench.decisions import CASES, max_rss_mib, run_case
+    from bench.decisions import CASES, max_rss_mib, run_repeated
     from optimizer.config import PlannerConfig
 
     unknown = [c for c in case if c not in CASES]
@@ -53,13 +55,16 @@ def bench_decisions(
     results = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
         for c in chosen:
-            task = progress.add_task(f"{c.name}: {c.jobs} jobs, {c.gpus} GPUs", total=c.decisions)
+            task = progress.add_task(f"{c.name}: {c.jobs} jobs, {c.gpus} GPUs", total=c.decisions * repeat)
 
             def advance(_step: int, task_id: TaskID = task) -> None:
                 progress.advance(task_id)
 
-            results[c.name] = run_case(c, config, on_step=advance)
-    table = Table(title="ebbtide bench-decisions: wall time per decision (update + solve + extraction)")
+            results[c.name] = run_repeated(c, config, repeat, on_step=advance)
+    table = Table(
+        title="ebbtide bench-decisions: wall time per decision (update + solve + extraction), "
+        f"median of {repeat} run(s) per case"
+    )
     for column in (
         "case",
         "jobs",
@@ -68,6 +73,7 @@ def bench_decisions(
         "n",
         "p50 ms",
         "p99 ms",
+        "p50 per run",
         "HiGHS p50 ms",
         "ratio",
         "rebuilt/updated",
@@ -94,6 +100,7 @@ def bench_decisions(
             str(row["decisions"]),
             f"{row['decision_ms_p50']:.2f}",
             f"{row['decision_ms_p99']:.2f}",
+            " ".join(f"{v:.2f}" for v in row["decision_ms_p50_runs"]),
             f"{row['solver_ms_p50']:.2f}",
             f"{row['decision_to_solver_ratio_p50']:.1f}x",
             f"{row['model_rebuilds']}/{row['model_updates']}",

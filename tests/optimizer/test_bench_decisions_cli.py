@@ -1,0 +1,44 @@
+"""``ebbtide bench-decisions`` end to end on a few seed-scale decisions: the JSON the issue asks for,
+figures as medians over repeated runs, each run's figures kept, and a bad case name refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import typer
+from typer.testing import CliRunner
+
+from ebbtide import cli_bench_decisions
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    cli_bench_decisions.register(app)
+    app.command("noop")(lambda: None)  # a second command keeps typer from flattening the app
+    return app
+
+
+def test_repeated_runs_report_medians_and_every_run(tmp_path: Path) -> None:
+    out = tmp_path / "d.json"
+    result = CliRunner().invoke(
+        _app(),
+        ["bench-decisions", "--case", "seed", "--decisions", "4", "--repeat", "3", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    seed = json.loads(out.read_text())["cases"]["seed"]
+    assert (seed["jobs"], seed["gpus"], seed["steps"]) == (50, 256, 96)
+    assert seed["runs"] == 3 and seed["decisions"] == 12
+    assert len(seed["decision_ms_p50_runs"]) == 3 and len(seed["decision_ms_p99_runs"]) == 3
+    assert seed["decision_ms_p50"] == float(np.median(seed["decision_ms_p50_runs"]))
+    assert seed["decision_ms_p99"] == float(np.median(seed["decision_ms_p99_runs"]))
+    assert 0 < seed["solver_ms_p50"] <= seed["decision_ms_p50"]
+    assert seed["model_rebuilds"] + seed["model_updates"] == 12
+    assert seed["peak_memory_mib"] > 0
+
+
+def test_unknown_case_is_refused_by_name() -> None:
+    result = CliRunner().invoke(_app(), ["bench-decisions", "--case", "huge"])
+    assert result.exit_code != 0
+    assert "huge" in result.output
