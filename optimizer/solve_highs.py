@@ -64,12 +64,11 @@ def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
 
 
 def _held(at: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(HiGHS positions, structure indices) of the indices the model holds, by position."""
+    """(HiGHS positions, structure indices) of the indices the model holds. ``at`` is int32, as
+    HiGHS takes positions; HiGHS takes a set in any order (it sorts the set with its data)."""
     pos = at[idx]
     keep = pos >= 0
-    pos, idx = pos[keep], idx[keep]
-    order = np.argsort(pos, kind="stable")
-    return pos[order].astype(np.int32), idx[order]
+    return pos[keep], idx[keep]
 
 
 def _append(
