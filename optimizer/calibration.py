@@ -54,7 +54,7 @@ class _ServiceRecord:
         self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window
-        self.phi_cache: tuple[int, np.ndarray] | None = None  # (refreshed at step, phi)
+        self.phi_cache: tuple[int, list[float]] | None = None  # (refreshed at step, phi)
 
     def remember_issued(self, issued: _Issued) -> None:
         if self.issued and issued.step < self.issued[-1].step:
@@ -93,6 +93,14 @@ class _ServiceRecord:
         if self.misses and self.misses[-1][0] == step:
             return self.misses[-1][1]
         return None
+
+
+def _shifted(values: list[float], shift: list[float]) -> list[float]:
+    """values[h] + shift[h] floored at 0 for the first min(len) steps (as np.maximum(x, 0.0)
+    floors: -0.0 too becomes 0.0)."""
+    return [
+        total if (total := value + lift) > 0.0 else 0.0 for value, lift in zip(values, shift, strict=False)
+    ]
 
 
 class BandCalibrator:
@@ -160,9 +168,9 @@ class BandCalibrator:
         products = np.correlate(miss, miss, "full")[middle + 1 : middle + 1 + lags]
         energies = np.correlate(seen, miss * miss, "full")[middle + 1 : middle + 1 + lags]
         pairs = np.correlate(seen, seen, "full")[middle + 1 : middle + 1 + lags]
-        enough = np.cumprod(pairs >= self.min_scored).astype(bool)  # stop at the first lag short of pairs
+        enough = (pairs >= self.min_scored).cumprod().astype(bool)  # stop at the first lag short of pairs
         usable = enough & (energies > 1e-9)
-        phi[:lags][usable] = np.clip(products[usable] / energies[usable], 0.0, 1.0)
+        phi[:lags][usable] = (products[usable] / energies[usable]).clip(0.0, 1.0)
         return np.minimum.accumulate(phi)
 
     def _level_corrected(
@@ -173,15 +181,15 @@ class BandCalibrator:
             return forecast
         cached = record.phi_cache
         if cached is None or step_now - cached[0] >= self.persistence_refresh_steps:
-            cached = record.phi_cache = (step_now, self.persistence(record))
-        shift = cached[1] * last_miss
-        if not shift.any():
+            cached = record.phi_cache = (step_now, self.persistence(record).tolist())
+        # a few values per curve: plain floats cost less than numpy calls (same arithmetic)
+        shift = [phi * last_miss for phi in cached[1]]
+        if not any(shift):
             return forecast
-        span = min(shift.size, forecast.horizon_steps)
-        curves = forecast.quantiles
-        heads = np.asarray([values[:span] for values in curves.values()], dtype=float)
-        shifted = np.maximum(heads + shift[:span], 0.0).tolist()
-        quantiles = {key: head + curves[key][span:] for key, head in zip(curves, shifted, strict=True)}
+        span = min(len(shift), forecast.horizon_steps)
+        quantiles = {
+            key: _shifted(values, shift) + values[span:] for key, values in forecast.quantiles.items()
+        }
         return forecast.model_copy(update={"quantiles": quantiles})
 
     def _score(self, record: _ServiceRecord, history: list[float], step_now: int) -> None:

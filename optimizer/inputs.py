@@ -114,7 +114,7 @@ class PlanInputs:
         """Indices of real jobs (empty slots of a persistent model are left out)."""
         if self.job_active is None:
             return np.arange(self.n_jobs)
-        return np.flatnonzero(self.job_active)
+        return self.job_active.nonzero()[0]
 
     @property
     def n_pools(self) -> int:
@@ -342,7 +342,7 @@ def build_inputs(
     gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
     allowed = _job_pool_masks(specs, pools)
     running = _running_pools(jobs, pool_index)
-    on = np.flatnonzero(running >= 0)
+    on = (running >= 0).nonzero()[0]
     allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
     restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
     since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)

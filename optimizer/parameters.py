@@ -33,18 +33,30 @@ def block_values(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
     blocks = inputs.blocks
     mid = blocks.first_step + blocks.n_steps / 2.0
     earliness = 1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps)
-    before = np.clip(
-        (inputs.job_deadline_step[:, None] - blocks.first_step[None, :]) / blocks.n_steps[None, :], 0.0, 1.0
-    )
-    has_deadline = inputs.job_deadline_step[:, None] <= inputs.horizon_steps
-    bonus = np.where(has_deadline, config.deadline_bonus * before, 0.0)
-    return inputs.job_weight[:, None] * earliness[None, :] * (1.0 + bonus)
+    values: np.ndarray = inputs.job_weight[:, None] * earliness[None, :]
+    # Only jobs with a deadline get a bonus; the others' factor (1 + 0) leaves their values as
+    # they are, so only the deadline rows are multiplied (the same arithmetic, on fewer rows).
+    deadline_step = inputs.job_deadline_step
+    with_deadline = (deadline_step <= inputs.horizon_steps).nonzero()[0]
+    if with_deadline.size:
+        before = (
+            (deadline_step[with_deadline, None] - blocks.first_step[None, :]) / blocks.n_steps[None, :]
+        ).clip(0.0, 1.0)
+        values[with_deadline] *= 1.0 + config.deadline_bonus * before
+    return values
 
 
 def shortfall_cost_per_gpu_h(inputs: PlanInputs, config: PlannerConfig) -> float:
     """Above the value of any job's GPU-hour, so capacity for the SLO always comes first."""
     top_value = inputs.max_weight * (1.0 + config.earliness) * (1.0 + config.deadline_bonus)
     return config.shortfall_penalty * top_value
+
+
+def _filled(size: int, value: float) -> np.ndarray:
+    """A new float array of ``size`` copies of ``value`` (np.full, without its Python wrapper)."""
+    filled = np.empty(size)
+    filled.fill(value)
+    return filled
 
 
 def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig) -> Parameters:
@@ -59,7 +71,7 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
 
     cost = np.zeros(structure.n_cols)
     lower = np.zeros(structure.n_cols)
-    upper = np.full(structure.n_cols, INF)
+    upper = _filled(structure.n_cols, INF)
     j0, p0 = structure.y0_pairs[:, 0], structure.y0_pairs[:, 1]
     gang = inputs.job_gang
     run_pool = inputs.job_running_pool
@@ -67,12 +79,18 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
     has_work = inputs.job_remaining_s > 0
 
     y0, yb, pre = cols["y0"], cols["yb"], cols["pre"]
-    cost[y0] = -values[j0, 0] * dur_h[0]
-    movable = ((run_pool[j0] < 0) | (run_pool[j0] == p0)) & has_work[j0] & inputs.job_allowed[j0, p0]
-    upper[y0] = np.where(movable, gang[j0], 0.0)
-    pinned = running[j0] & ~inputs.job_preemptible[j0] & (run_pool[j0] == p0) & has_work[j0]
-    lower[y0] = np.where(pinned, gang[j0], 0.0)
-    cost[yb] = -values[:, 1:] * dur_h[None, 1:]
+    # a job's value over a block, negated (the objective is minimised): values x -hours is
+    # -(values x hours) exactly, as a product's sign does not change its rounding
+    gain = values * -dur_h[None, :]
+    cost[y0] = gain[:, 0][j0]
+    # per y0 column (each a job's pool): looked up once, used by both bounds
+    pool_of_run, work_of, gang_of = run_pool[j0], has_work[j0], gang[j0]
+    in_pool = pool_of_run == p0
+    movable = ((pool_of_run < 0) | in_pool) & work_of & inputs.job_allowed[j0, p0]
+    upper[y0] = np.where(movable, gang_of, 0.0)
+    pinned = in_pool & ~inputs.job_preemptible[j0] & work_of  # in_pool: the job runs there
+    lower[y0] = np.where(pinned, gang_of, 0.0)
+    cost[yb] = gain[:, 1:]
     upper[yb] = np.where(inputs.job_allowed.any(axis=1) & has_work, gang, 0.0)[:, None]
     # pre[j] counts preempted GPUs of the gang: lost work plus the disruption, per GPU
     per_gpu = np.maximum(gang, 1.0)
@@ -102,17 +120,17 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
         else 0.0
     )
 
-    row_lower = np.full(structure.n_rows, -INF)
-    row_upper = np.full(structure.n_rows, INF)
+    row_lower = _filled(structure.n_rows, -INF)
+    row_upper = _filled(structure.n_rows, INF)
     row_upper[rows["gang0"]] = gang
     row_upper[rows["work"]] = inputs.job_remaining_s
     row_lower[rows["preempt_link"]] = np.where(running, gang, 0.0)
     if inputs.blocks.count > 1:
-        block_end_s = np.cumsum(dur_s)[1:]
+        n_keep = rows["keep_running"].shape[1]  # the first blocks after step 0 have the rows
+        block_end_s = dur_s[: 1 + n_keep].cumsum()[1:]  # the running sum: a prefix of np.cumsum(dur_s)
         fills = inputs.job_remaining_s[:, None] >= gang[:, None] * block_end_s[None, :] - 1e-6
         movable_now = running & inputs.job_preemptible
-        n_keep = rows["keep_running"].shape[1]
-        keep = np.where(movable_now[:, None] & fills[:, :n_keep], gang[:, None], 0.0)
+        keep = np.where(movable_now[:, None] & fills, gang[:, None], 0.0)
         row_lower[rows["keep_running"]] = keep
     row_upper[rows["preempt_bound"]] = float(config.max_preemptions_per_step)
     row_upper[rows["cap0"]] = avail[:, 0]
@@ -124,8 +142,9 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
         pinned_gpus = np.bincount(
             inputs.job_team[stuck], weights=gang[stuck], minlength=inputs.team_quota.size
         )
-        by_name = dict(zip(inputs.team_names, np.maximum(inputs.team_quota, pinned_gpus), strict=True))
-        quota = np.asarray([by_name.get(t, np.inf) for t in structure.quota_teams])
+        floor = np.maximum(inputs.team_quota, pinned_gpus).tolist()
+        by_name = dict(zip(inputs.team_names, floor, strict=True))
+        quota = np.asarray([by_name.get(t, INF) for t in structure.quota_teams])
         row_upper[rows["quota"]] = quota[:, None]
     row_lower[rows["cover"]] = demand
     row_lower[rows["pack"]] = 0.0

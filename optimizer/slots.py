@@ -13,6 +13,7 @@ empty. Pure bookkeeping.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -91,19 +92,27 @@ class SlotTable:
         return self.capacity > 64 and self.capacity > 3 * n_jobs
 
     def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass]) -> None:
-        """Give each job without a slot a free one of its class, after a new layout when a class
-        has too few slots or the table is sparse."""
-        counts: dict[SlotClass, int] = {}
-        for cls in classes:
-            counts[cls] = counts.get(cls, 0) + 1
-        overflow = any(n > len(self.members.get(cls, ())) for cls, n in counts.items())
-        if overflow or self._sparse(len(job_ids)):
-            self._layout(counts)
-        taken = set(self.slot_of.values())
-        free = {cls: [s for s in slots if s not in taken] for cls, slots in self.members.items()}
+        """Give each job without a slot the lowest free one of its class, after a new layout when
+        a class has too few slots or the table is sparse."""
+        if not self._sparse(len(job_ids)):
+            new_jobs = [
+                (job_id, cls)
+                for job_id, cls in zip(job_ids, classes, strict=True)
+                if job_id not in self.slot_of
+            ]
+            wanted = Counter(cls for _, cls in new_jobs)
+            taken = set(self.slot_of.values())
+            free = {cls: [s for s in self.members.get(cls, ()) if s not in taken] for cls in wanted}
+            # the jobs that keep a slot hold distinct slots of their own class, so a class has too
+            # few slots for all its jobs exactly when it has fewer free slots than new jobs
+            if all(n <= len(free[cls]) for cls, n in wanted.items()):
+                for job_id, cls in new_jobs:
+                    self.slot_of[job_id] = free[cls].pop(0)
+                return
+        self._layout(Counter(classes))  # every slot free: each job takes the next of its class
+        next_free = {cls: iter(slots) for cls, slots in self.members.items()}
         for job_id, cls in zip(job_ids, classes, strict=True):
-            if job_id not in self.slot_of:
-                self.slot_of[job_id] = free[cls].pop(0)
+            self.slot_of[job_id] = next(next_free[cls])
 
 
 def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | None = None) -> PlanInputs:
@@ -116,7 +125,9 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
     allowed, team = table.class_arrays(n_pools)
 
     def spread(values: np.ndarray, fill: object) -> np.ndarray:
-        out = np.full((capacity, *values.shape[1:]), fill, dtype=values.dtype)
+        """[slots] ``values`` at the jobs' slots, ``fill`` in the empty ones."""
+        out = np.empty((capacity, *values.shape[1:]), dtype=values.dtype)  # np.full, less its wrapper
+        out.fill(fill)
         out[slots] = values
         return out
 
