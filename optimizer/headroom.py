@@ -37,6 +37,7 @@ from schemas import (
 )
 
 _MEDIAN_STEPS = 2  # steps of median forecast the kept capacity covers (a replica loads within one)
+_BORROWER_ACTIONS = frozenset({JobAction.PREEMPT, JobAction.HOLD})  # the plan's actions for borrowers
 
 
 @dataclass
@@ -90,6 +91,8 @@ def lend_headroom(
     allocation = decision.allocation
     if allocation.fallback:
         return decision
+    if not any(d.action in _BORROWER_ACTIONS for d in allocation.jobs):
+        return decision  # only jobs the plan holds or preempts borrow (see _choose_borrowers)
     step_s = state.step_s
     pools = {p.name: p for p in state.pools}
     services = {s.spec.service: s for s in state.services}

@@ -31,13 +31,13 @@ class ReasonContext:
     deadline_step: list[int]
     svc_gpr: list[float]  # [S] GPUs per replica
     svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
+    svc_covered0: list[float]  # [S] GPUs the plan gives each service in step 0, all pools
     texts: dict[tuple[object, ...], str] = field(default_factory=dict)
     """Text that depends only on the values in its key, kept across decisions by the caller."""
     _notes: dict[tuple[str, int], str] = field(default_factory=dict)
     _lists: dict[str, list[Any]] = field(default_factory=dict)
     _times: dict[int, str] = field(default_factory=dict)
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
-    _covered: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -47,12 +47,14 @@ class ReasonContext:
         n_pools = inputs.n_pools
         placed = plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
         on = placed >= 0
-        job_gpus0 = np.bincount(placed[on], weights=inputs.job_gang[on], minlength=n_pools)
+        gang_on = inputs.job_gang[on]
+        job_gpus0 = np.bincount(placed[on], weights=gang_on, minlength=n_pools)
         svc_gpus0 = plan.svc_gpus[:, :, 0] if inputs.n_services else np.zeros((0, n_pools))
         free0 = np.floor(inputs.avail_steps[:, 0] + EPS) - np.ceil(svc_gpus0.sum(axis=0) - EPS) - job_gpus0
-        team_used0 = np.bincount(
-            inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names)
-        )
+        team_used0 = np.bincount(inputs.job_team[on], weights=gang_on, minlength=len(inputs.team_names))
+        # each service's GPUs over all pools, summed on a contiguous copy: every row then adds
+        # up in the order its own 1-D slice would (an axis-1 sum of the strided view may not)
+        covered0 = np.ascontiguousarray(svc_gpus0).sum(axis=1)
         return cls(
             inputs,
             plan,
@@ -67,6 +69,7 @@ class ReasonContext:
             deadline_step=inputs.job_deadline_step.tolist(),
             svc_gpr=inputs.svc_gpr.tolist(),
             svc_demand0=inputs.svc_demand_steps[:, 0].tolist() if inputs.svc_demand_steps.size else [],
+            svc_covered0=covered0.tolist(),
             texts={} if texts is None else texts,
         )
 
@@ -93,7 +96,7 @@ class ReasonContext:
     def _make_service_note(self, s: int) -> str:
         inp = self.inputs
         curve = inp.svc_demand_steps[s]
-        peak = int(np.argmax(curve)) if curve.size else 0
+        peak = int(curve.argmax()) if curve.size else 0
         return (
             f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {curve[0]:.1f} GPUs now, "
             f"peak {curve[peak]:.1f} at {self._hhmm(peak)}; {inp.svc_forecast_model[s]})"
@@ -103,9 +106,10 @@ class ReasonContext:
         inp = self.inputs
         number = self._number
         parts = [f"pool {inp.pool_names[p]}: {number(inp.avail_steps[p, 0], '.0f')} GPUs in service"]
-        inference = self.svc_gpus0[:, p].sum() if inp.n_services else 0.0
+        column = self.svc_gpus0[:, p]
+        inference = column.sum() if inp.n_services else 0.0
         if inp.n_services and inference > EPS:
-            s = int(np.argmax(self.svc_gpus0[:, p]))
+            s = int(column.argmax())
             most = self._service_note(s)
             parts.append(f"{number(inference, '.0f')} reserved for inference, most for {most}")
         if self.job_gpus0[p] > 0:
@@ -128,18 +132,17 @@ class ReasonContext:
                 f"; time-sliced {k:.1f} tenants per GPU (limit {inp.svc_tenants[s, p]:.0f}), "
                 f"{inp.svc_loss[s, p] * 100:.1f}% capacity lost per co-tenant"
             )
-        covered = self._covered.get(s)
-        if covered is None:
-            covered = self._covered[s] = float(plan.svc_gpus[s, :, 0].sum())
+        covered = self.svc_covered0[s]
         if covered + EPS < self.svc_demand0[s]:
             text += f"; short by {self.svc_demand0[s] - covered:.1f} GPUs: allowed pools are full"
         return text
 
-    def _run_head(self, kept: bool, pool: str, gang: float, weight: float, priority_class: str) -> str:
-        """The start of a run reason: the same for a job's whole life in a pool, so made once."""
-        key = ("run", kept, pool, gang, weight, priority_class)
+    def _run_head(self, key: tuple[Any, ...]) -> str:
+        """The start of a run reason: the same for a job's whole life in a pool, so made once.
+        ``key``: ("run", kept, pool, gang, weight, priority class), as ``run_reason`` looks it up."""
         text = self.texts.get(key)
         if text is None:
+            _, kept, pool, gang, weight, priority_class = key
             head = "run: keeps running" if kept else "run: starts"
             text = self.texts[key] = (
                 f"{head} in pool {pool} ({gang:.0f} GPUs, weight {weight:g}, class {priority_class}); "
@@ -159,11 +162,14 @@ class ReasonContext:
         return text
 
     def run_reason(self, j: int, p: int) -> str:
-        inp = self.inputs
+        inp, texts = self.inputs, self.texts
         kept = self.running_pool[j] == p
-        pool, gang, weight = inp.pool_names[p], self.gang[j], self.weight[j]
-        head = self._run_head(kept, pool, gang, weight, inp.job_priority_class[j])
-        text = f"{head}{self._number(self.remaining_s[j] / 3600, '.1f')} GPU-h left"
+        # most jobs run on in their pool: their head and hours left are found in ``texts`` here,
+        # without the calls (``_run_head`` and ``_number`` make them, once; text is never empty)
+        head_key = ("run", kept, inp.pool_names[p], self.gang[j], self.weight[j], inp.job_priority_class[j])
+        head = texts.get(head_key) or self._run_head(head_key)
+        hours = self.remaining_s[j] / 3600
+        text = f"{head}{texts.get(('.1f', hours)) or self._number(hours, '.1f')} GPU-h left"
         deadline = int(self.deadline_step[j])
         if deadline <= inp.horizon_steps:
             text += f"; deadline {self._hhmm(deadline)}"
