@@ -20,22 +20,23 @@ def relaxed_shares(
     n_svc, n_pools, n_jobs, n_blocks = inputs.n_services, inputs.n_pools, inputs.n_jobs, inputs.blocks.count
     gang = np.maximum(inputs.job_gang, 1.0)
     share0 = np.zeros((n_jobs, n_pools))
-    pairs = structure.y0_pairs
-    share0[pairs[:, 0], pairs[:, 1]] = x[structure.cols["y0"]] / gang[pairs[:, 0]]
+    pair_job, pair_pool = structure.y0_pairs.T
+    # written through the flat index of each (job, pool) pair: one index array, not two
+    share0.ravel()[pair_job * n_pools + pair_pool] = x[structure.cols["y0"]] / gang[pair_job]
     share = np.zeros((n_jobs, n_blocks))
     share[:, 0] = share0.sum(axis=1)
     if n_blocks > 1 and n_jobs:
-        share[:, 1:] = x[structure.cols["yb"]] / gang[:, None]
+        np.divide(x[structure.cols["yb"]], gang[:, None], out=share[:, 1:])
     replicas = np.zeros((n_svc, n_pools, n_blocks))
-    gpus = np.zeros((n_svc, n_pools, n_blocks))
-    sp = structure.sp_pairs
-    r_values = x[structure.cols["R"]]
-    replicas[sp[:, 0], sp[:, 1]] = r_values
-    # dedicated pairs have no G column: their GPUs are gpr x replicas
+    sp_svc, sp_pool = structure.sp_pairs.T
+    replicas[sp_svc, sp_pool] = x[structure.cols["R"]]
+    # dedicated pairs have no G column: their GPUs are gpr x replicas (GPUs per replica are
+    # whole and positive, so pairs without columns stay 0)
+    gpus = replicas * inputs.svc_gpr[:, None, None]
     shared = structure.sp_shared
-    gpus[sp[:, 0], sp[:, 1]] = r_values * inputs.svc_gpr[sp[:, 0], None]
-    gpus[sp[shared, 0], sp[shared, 1]] = x[structure.cols["G"]]
-    return replicas, gpus, np.clip(share0, 0.0, 1.0), np.clip(share, 0.0, 1.0)
+    gpus[sp_svc[shared], sp_pool[shared]] = x[structure.cols["G"]]
+    # (clipped in place: both are new arrays)
+    return replicas, gpus, share0.clip(0.0, 1.0, out=share0), share.clip(0.0, 1.0, out=share)
 
 
 def round_relaxed(
@@ -49,14 +50,17 @@ def round_relaxed(
     reserved = np.zeros((inputs.n_pools, inputs.blocks.count))
     run_pool = inputs.job_running_pool
     if inputs.n_jobs:
-        running = np.flatnonzero(run_pool >= 0)
-        kept_share = share0[running, run_pool[running]]
+        running = (run_pool >= 0).nonzero()[0]
+        running_pool = run_pool[running]
+        kept_share = share0[running, running_pool]
         kept = (kept_share >= config.run_threshold) | ~inputs.job_preemptible[running]
         reserved[:, 0] = np.bincount(
-            run_pool[running][kept], weights=inputs.job_gang[running][kept], minlength=inputs.n_pools
+            running_pool[kept], weights=inputs.job_gang[running][kept], minlength=inputs.n_pools
         )
-    whole, phys = round_services(inputs, replicas, gpus, reserved)
-    free = services_free(inputs, phys)
+    avail = inputs.avail_blocks()
+    whole, phys = round_services(inputs, replicas, gpus, reserved, avail=avail)
+    svc_total = phys.sum(axis=0)  # [P, B] GPUs of inference
+    free = services_free(inputs, phys, avail=avail, svc_total=svc_total)
     job_pool, preempted, holds = round_jobs(
         inputs,
         free,

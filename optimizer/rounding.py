@@ -34,21 +34,30 @@ class RoundedPlan:
 
 
 def round_services(
-    inputs: PlanInputs, replicas: np.ndarray, gpus: np.ndarray, reserved: np.ndarray | None = None
+    inputs: PlanInputs,
+    replicas: np.ndarray,
+    gpus: np.ndarray,
+    reserved: np.ndarray | None = None,
+    *,
+    avail: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole replicas (rounded up where the pool has room), GPUs within packing limits.
 
     ``reserved`` [P, B]: GPUs of jobs the plan keeps; a replica is rounded up only into room
     that is left beside them (a sliver of lead-time capacity never evicts a whole gang).
+    ``avail``: ``inputs.avail_blocks()`` where the caller has it already.
     """
-    avail = inputs.avail_blocks() - (0.0 if reserved is None else reserved)
+    if avail is None:
+        avail = inputs.avail_blocks()
+    room = avail - (0.0 if reserved is None else reserved)
     gpr = inputs.svc_gpr[:, None, None]
     tenants = inputs.svc_tenants[:, :, None]
     whole = np.ceil(np.maximum(replicas, 0.0) - EPS)
-    whole = np.minimum(whole, inputs.svc_max[:, None, None])
-    phys = np.clip(gpus, gpr * whole / tenants, gpr * whole)
-    over = phys.sum(axis=0) - avail  # [P, B]
-    for p, b in zip(*np.nonzero(over > EPS), strict=True):
+    np.minimum(whole, inputs.svc_max[:, None, None], out=whole)
+    dedicated = gpr * whole  # GPUs of the whole replicas, none shared
+    phys = gpus.clip(dedicated / tenants, dedicated)
+    over = phys.sum(axis=0) - room  # [P, B]
+    for p, b in zip(*(over > EPS).nonzero(), strict=True):
         # Round down the most fractional replicas of this pool until the services fit.
         order = np.argsort(-(whole[:, p, b] - replicas[:, p, b]))
         for s in order:
@@ -121,7 +130,7 @@ def split_by_block(items: list[_T], block_of: np.ndarray, n_blocks: int) -> list
 def _whole_counts(values: np.ndarray) -> bool:
     """Every finite value a whole number small enough that sums of them are exact."""
     finite = values[np.isfinite(values)]
-    return bool(np.all(finite == np.floor(finite)) and np.all(np.abs(finite) < 2.0**50))
+    return bool((finite == np.floor(finite)).all() and (np.abs(finite) < 2.0**50).all())
 
 
 def _steady_blocks(
@@ -131,35 +140,52 @@ def _steady_blocks(
     every job with a share there that ran in the block before keeps its pool, all of them fit
     their pools and quotas, and no other job with work left has a share there. Fills those
     blocks of ``job_pool``; returns k and the work left after them. Whole GPU counts only (then
-    totals decide what the one-by-one checks would); k = 0 otherwise."""
+    totals decide what the one-by-one checks would); k = 0 otherwise.
+
+    Only the jobs running in step 0 can keep a pool, so the work per block is followed for them
+    alone (``ran``); a job not running in step 0 only makes a block unsteady where it has a share
+    and work left (``idle``)."""
     gang, team_quota = inputs.job_gang, inputs.team_quota
     whole = _whole_counts(np.concatenate([gang, free.ravel(), team_quota]))
-    if not (whole and np.all(np.isfinite(gang) & (gang >= 1.0))):
+    if not (whole and (np.isfinite(gang) & (gang >= 1.0)).all()):
         return 0, remaining
-    n_jobs, n_later = job_pool.shape[0], job_pool.shape[1] - 1
+    n_later = job_pool.shape[1] - 1
     pool0 = job_pool[:, 0]
-    on = share[:, 1:] > EPS
+    ran = (pool0 >= 0).nonzero()[0]
+    idle = ((pool0 < 0) & (remaining > 0)).nonzero()[0]
+    ran_pool, ran_gang = pool0[ran], gang[ran]
+    on = share[ran, 1:] > EPS
     # work left before each later block if the job ran in every one before it (as the one-by-one
     # rounding subtracts it: gang x block length, block after block)
-    steps = gang[:, None] * inputs.blocks.dur_s[None, 1:]
-    left = np.subtract.accumulate(np.concatenate([remaining[:, None], steps], axis=1), axis=1)
-    run = np.logical_and.accumulate(on & (left[:, :-1] > 0), axis=1) & (pool0 >= 0)[:, None]
+    steps = ran_gang[:, None] * inputs.blocks.dur_s[None, 1:]
+    left = np.subtract.accumulate(np.concatenate([remaining[ran, None], steps], axis=1), axis=1)
+    run = np.logical_and.accumulate(on & (left[:, :-1] > 0), axis=1)
     run_blocks = run.sum(axis=1)
-    ran_before = np.concatenate([(pool0 >= 0)[:, None], run[:, :-1]], axis=1)
-    starts = on & ~ran_before & (left[np.arange(n_jobs), run_blocks] > 0)[:, None]  # would need a pool
-    on_j, on_k = np.nonzero(run)
+    rows = np.arange(ran.size)
+    # a job that stopped for want of a share, with work left, would need a pool again where it
+    # has a share later (one that ran out of work has none left to start)
+    has_left = left[rows, run_blocks] > 0
+    starts = (on & ~run)[has_left].any(axis=0)
+    if idle.size:
+        starts |= (share[idle, 1:] > EPS).any(axis=0)
+    on_j, on_k = run.nonzero()
     pool_use = np.bincount(
-        pool0[on_j] * n_later + on_k, weights=gang[on_j], minlength=free.shape[0] * n_later
+        ran_pool[on_j] * n_later + on_k, weights=ran_gang[on_j], minlength=free.shape[0] * n_later
     ).reshape(free.shape[0], n_later)
     team_use = np.bincount(
-        inputs.job_team[on_j] * n_later + on_k, weights=gang[on_j], minlength=team_quota.size * n_later
+        inputs.job_team[ran[on_j]] * n_later + on_k,
+        weights=ran_gang[on_j],
+        minlength=team_quota.size * n_later,
     ).reshape(team_quota.size, n_later)
     # NaN compares false: counted as not fitting, so the one-by-one rounding decides
-    unsteady = starts.any(axis=0) | ~(pool_use <= free[:, 1:]).all(axis=0)
+    unsteady = starts | ~(pool_use <= free[:, 1:]).all(axis=0)
     unsteady |= ~(team_use <= team_quota[:, None]).all(axis=0)
-    steady = int(np.argmax(unsteady)) if unsteady.any() else n_later
-    job_pool[:, 1 : steady + 1] = np.where(run[:, :steady], pool0[:, None], -1)
-    return steady, left[np.arange(n_jobs), np.minimum(run_blocks, steady)]
+    steady = int(unsteady.argmax()) if unsteady.any() else n_later
+    job_pool[:, 1 : steady + 1] = -1
+    job_pool[ran, 1 : steady + 1] = np.where(run[:, :steady], ran_pool[:, None], -1)
+    left_after = remaining.copy()
+    left_after[ran] = left[rows, np.minimum(run_blocks, steady)]
+    return steady, left_after
 
 
 def _round_later_blocks(
@@ -237,10 +263,22 @@ def _round_later_blocks(
     job_pool[:, first:] = np.array(columns, dtype=np.int64).T
 
 
-def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:
-    """[P, B] GPUs left for jobs: whole GPUs only (a gang cannot use a fraction)."""
-    used = np.ceil(svc_gpus.sum(axis=0) - EPS) if svc_gpus.size else 0.0
-    return np.maximum(np.floor(inputs.avail_blocks() + EPS) - used, 0.0)
+def services_free(
+    inputs: PlanInputs,
+    svc_gpus: np.ndarray,
+    *,
+    avail: np.ndarray | None = None,
+    svc_total: np.ndarray | None = None,
+) -> np.ndarray:
+    """[P, B] GPUs left for jobs: whole GPUs only (a gang cannot use a fraction). ``avail``
+    (``inputs.avail_blocks()``) and ``svc_total`` (``svc_gpus.sum(axis=0)``): where the caller
+    has them already."""
+    if avail is None:
+        avail = inputs.avail_blocks()
+    used: np.ndarray | float = 0.0
+    if svc_gpus.size:
+        used = np.ceil((svc_gpus.sum(axis=0) if svc_total is None else svc_total) - EPS)
+    return np.maximum(np.floor(avail + EPS) - used, 0.0)
 
 
 def greedy_service_targets(

@@ -73,6 +73,34 @@ class _StopCosts(NamedTuple):
         )
 
 
+class _JobLists(NamedTuple):
+    """The per-job and per-team numbers step 0's loops read: as Python lists those read for most
+    jobs (indexing a list is far cheaper than indexing an array item by item), as arrays those
+    read for a few starts only (a list of every job would cost more than it saves). They depend
+    only on the inputs, so round_step0 makes them once however often it places step 0."""
+
+    gangs: list[float]
+    team: list[int]
+    quota: list[float]
+    running_pool: list[int]
+    wall_s: np.ndarray  # [J] wall seconds to finish: remaining GPU-seconds over the gang
+    run_steps: np.ndarray  # [J] whole steps to finish
+    start_s: np.ndarray  # [J] wall seconds a start costs: the run plus its restart
+
+    @classmethod
+    def of(cls, inputs: PlanInputs) -> _JobLists:
+        wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
+        return cls(
+            inputs.job_gang.tolist(),
+            inputs.job_team.tolist(),
+            inputs.team_quota.tolist(),
+            inputs.job_running_pool.tolist(),
+            wall_s,
+            np.ceil(wall_s / inputs.step_s),
+            wall_s + inputs.job_restart_s,
+        )
+
+
 def round_step0(
     inputs: PlanInputs,
     free0: np.ndarray,
@@ -91,21 +119,27 @@ def round_step0(
     running = run_pool >= 0
     run_share = np.where(running, share0[np.arange(n_jobs), np.maximum(run_pool, 0)], 0.0)
     pinned = running & ~inputs.job_preemptible
-    wants_out = np.flatnonzero(running & ~pinned & (run_share < threshold))
-    by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
+    wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
-    keep[by_share[: max(wants_out.size - max_preemptions, 0)]] = True
+    over_bound = max(wants_out.size - max_preemptions, 0)
+    if over_bound:
+        # the preemption bound: keep the jobs the plan least wants out
+        by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
+        keep[by_share[:over_bound]] = True
 
     stopped = running & ~keep
-    budget = max(max_preemptions - int(stopped.sum()), 0)
+    n_stopped = int(np.count_nonzero(stopped))
+    budget = max(max_preemptions - n_stopped, 0)
     penalty = preemption_penalty_gpu_s
-    if not stopped.any():
+    lists = _JobLists.of(inputs)
+    if not n_stopped:
         return _place(
-            inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty
+            inputs, lists, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty
         ).result()
     above = float(inputs.job_weight[stopped].min())
     placed = _place(
         inputs,
+        lists,
         keep,
         run_share,
         pinned,
@@ -119,7 +153,7 @@ def round_step0(
     )
     keep = _withdraw_idle_preemptions(inputs, keep, run_share, placed)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
-    placed = _place(inputs, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty)
+    placed = _place(inputs, lists, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty)
     return placed.result()
 
 
@@ -154,6 +188,7 @@ def _withdraw_idle_preemptions(
 
 def _place_kept(
     inputs: PlanInputs,
+    lists: _JobLists,
     keep: np.ndarray,
     run_share: np.ndarray,
     pinned: np.ndarray,
@@ -161,19 +196,18 @@ def _place_kept(
     used: list[float],
     pool0: np.ndarray,
     remaining: np.ndarray,
-    nodes: NodeBook,
+    nodes: NodeBook | None,
 ) -> None:
     """Running jobs stay in their pools: pinned first, then those the plan keeps, by share, while
     the pool's GPUs and the team's quota allow (``cap``, ``used``, ``pool0``, ``remaining`` and
     ``nodes`` updated in place); the book notes which nodes they keep busy and until when (by
-    their estimates), where the state says."""
-    run_pool = inputs.job_running_pool
-    kept_order = np.flatnonzero(keep)
-    kept_order = kept_order[np.lexsort((kept_order, -run_share[kept_order], ~pinned[kept_order]))]
-    pools, pinned_list = run_pool.tolist(), pinned.tolist()
-    gangs, team, quota = inputs.job_gang.tolist(), inputs.job_team.tolist(), inputs.team_quota.tolist()
-    node_detail = any(free is not None for free in nodes.free)
-    wall_s = (inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)).tolist() if node_detail else []
+    their estimates), where the state says (``nodes`` None: it says nowhere)."""
+    kept_order = keep.nonzero()[0]
+    # lexsort is stable: jobs equal on both keys stay in index order
+    kept_order = kept_order[np.lexsort((-run_share[kept_order], ~pinned[kept_order]))]
+    pools, gangs, team, quota = lists.running_pool, lists.gangs, lists.team, lists.quota
+    pinned_list = pinned.tolist()
+    wall_s = lists.wall_s.tolist() if nodes is not None else []
     placed: list[int] = []
     for j in kept_order.tolist():
         p, g, t = pools[j], gangs[j], team[j]
@@ -181,14 +215,16 @@ def _place_kept(
             cap[p] -= g
             used[t] += g
             placed.append(j)
-            if node_detail:
+            if nodes is not None:
                 nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), wall_s[j])
-    pool0[placed] = run_pool[placed]
-    remaining[placed] -= inputs.job_gang[placed] * float(inputs.blocks.dur_s[0])
+    rows = np.array(placed, dtype=np.int64)
+    pool0[rows] = inputs.job_running_pool[rows]
+    remaining[rows] -= inputs.job_gang[rows] * float(inputs.blocks.dur_s[0])
 
 
 def _place(
     inputs: PlanInputs,
+    lists: _JobLists,
     keep: np.ndarray,
     run_share: np.ndarray,
     pinned: np.ndarray,
@@ -204,19 +240,16 @@ def _place(
     """Step 0 placement; backfill starts only jobs weighing more than ``backfill_above``; up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
     costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
-    n_jobs = inputs.n_jobs
-    gang = inputs.job_gang
     run_pool = inputs.job_running_pool
     running = run_pool >= 0
-    pool0 = np.full(n_jobs, -1, dtype=np.int64)
+    not_running = ~running
+    pool0 = np.full(inputs.n_jobs, -1, dtype=np.int64)
     remaining = inputs.job_remaining_s.copy()
     cap = free0.tolist()
     used = [0.0] * inputs.team_quota.size
-    quota = inputs.team_quota.tolist()
     dur0 = float(inputs.blocks.dur_s[0])
-    team = inputs.job_team.tolist()
-    gangs = gang.tolist()
-    weights = inputs.job_weight.tolist()
+    gangs, team, quota = lists.gangs, lists.team, lists.quota
+    weights = inputs.job_weight  # read for a few jobs only
     top_weight: dict[tuple[int, int], float] = {}
 
     def place(j: int, p: int) -> None:
@@ -228,15 +261,18 @@ def _place(
     # Running jobs: pinned first, then those the plan keeps, by share; the book notes which
     # nodes they keep busy and until when (by their estimates), where the state says.
     nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
+    node_detail = any(free is not None for free in inputs.pool_free_nodes)
     job_nodes = inputs.job_nodes
-    _place_kept(inputs, keep, run_share, pinned, cap, used, pool0, remaining, nodes)
+    _place_kept(
+        inputs, lists, keep, run_share, pinned, cap, used, pool0, remaining, nodes if node_detail else None
+    )
 
     # A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their
     # own), so whether a start used them is known; then inference is packed on the fullest nodes,
     # as the cluster does (pool totals still bound inference plus jobs).
     released = {
         j: nodes.release(int(run_pool[j]), gangs[j], job_nodes.get(inputs.job_ids[j]))
-        for j in np.flatnonzero(running & (pool0 < 0)).tolist()
+        for j in (running & (pool0 < 0)).nonzero()[0].tolist()
     }
     for p, gpus in enumerate(svc_gpus0.tolist()):
         nodes.reserve_inference(p, math.ceil(gpus - EPS))
@@ -246,19 +282,17 @@ def _place(
     avail = inputs.avail_steps
     dips = avail < avail[:, :1] - EPS
     dip_step = np.where(dips.any(axis=1), dips.argmax(axis=1), avail.shape[1]).tolist()
-    run_steps = np.ceil(inputs.job_remaining_s / np.maximum(gang, 1.0) / inputs.step_s).tolist()
-
-    start_s = (inputs.job_remaining_s / np.maximum(gang, 1.0) + inputs.job_restart_s).tolist()
 
     def try_start(j: int, pools: list[int], rank: float) -> bool:
         """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes
         (held nodes take it only if it ends before they drain)."""
         if used[team[j]] + gangs[j] > quota[team[j]] + EPS:
             return False
-        pools = sorted(pools, key=lambda p: dip_step[p] < run_steps[j])  # stable: keeps the order
+        run_steps, start_s = float(lists.run_steps[j]), float(lists.start_s[j])
+        pools = sorted(pools, key=lambda p: dip_step[p] < run_steps)  # stable: keeps the order
         for p in pools:
-            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank, start_s[j]):
-                for node in nodes.take(p, gangs[j], rank, start_s[j]):
+            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank, start_s):
+                for node in nodes.take(p, gangs[j], rank, start_s):
                     key = (p, node)
                     top_weight[key] = max(top_weight.get(key, -math.inf), rank)
                 place(j, p)
@@ -281,10 +315,11 @@ def _place(
         if not costs:
             costs.append(_StopCosts.of(inputs, running & inputs.job_preemptible & ~pinned, penalty_gpu_s))
         lost, stoppable, horizon_s, no_deadline = costs[0]
+        weight = weights.tolist()
         candidates = [
-            Candidate(v, job_nodes[inputs.job_ids[v]], weights[v] * lost[v])
+            Candidate(v, job_nodes[inputs.job_ids[v]], weight[v] * lost[v])
             for v in np.flatnonzero(stoppable & (pool0 == p)).tolist()
-            if inputs.job_ids[v] in job_nodes and (weights[v] < weights[j] or no_deadline[v])
+            if inputs.job_ids[v] in job_nodes and (weight[v] < weight[j] or no_deadline[v])
         ]
         per_node = inputs.pool_gpus_per_node[p]
         count = max(-(-int(gangs[j]) // per_node), 1)
@@ -299,7 +334,7 @@ def _place(
             int(gangs[j]),
             candidates,
             budget_jobs=clear_budget,
-            max_cost=weights[j] * gangs[j] * wait_s,
+            max_cost=weight[j] * gangs[j] * wait_s,
         )
         if chosen is None:
             return False
@@ -317,16 +352,25 @@ def _place(
         return True
 
     # Waiting jobs the plan starts now, by relaxed share, then weight.
-    waiting = np.flatnonzero(~running & (remaining > 0))
+    waiting = (not_running & (remaining > 0)).nonzero()[0]
     best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
-    chosen = waiting[best > EPS]
-    chosen = chosen[np.lexsort((chosen, -inputs.job_weight[chosen], -best[best > EPS]))]
+    wanted = best > EPS
+    chosen = waiting[wanted]
+    # lexsort is stable: jobs equal on both keys stay in index order
+    chosen = chosen[np.lexsort((-inputs.job_weight[chosen], -best[wanted]))]
     held_before = inputs.held_nodes or {}
     holds: NodeHolds = {}
-    for j in chosen.tolist():
-        row, allowed = share0[j].tolist(), inputs.job_allowed[j].tolist()
+    chosen_share0 = share0[chosen]
+    # each job's pools by its share, highest first (stable: ties in pool order), all at once
+    pool_orders = np.argsort(-chosen_share0, axis=1, kind="stable").tolist()
+    for j, row, allowed, order in zip(
+        chosen.tolist(),
+        chosen_share0.tolist(),
+        inputs.job_allowed[chosen].tolist(),
+        pool_orders,
+        strict=True,
+    ):
         # the plan's pools first, then any other allowed pool (try_start moves dipping ones last)
-        order = np.argsort(-share0[j], kind="stable").tolist()
         pools = [p for p in order if row[p] > EPS or allowed[p]]
         # the plan's own starts outrank any stop; one that fits no node holds the emptiest nodes
         # of its pool against lower-weight backfill (a reservation per blocked gang)
@@ -337,15 +381,17 @@ def _place(
             before = held_before.get(inputs.job_ids[j])
             prefer = before[1] if before is not None and before[0] == p else ()
             real = len(inputs.pool_free_nodes[p] or ())
-            holds[inputs.job_ids[j]] = (p, nodes.hold(p, gangs[j], weights[j], prefer, real))
+            holds[inputs.job_ids[j]] = (p, nodes.hold(p, gangs[j], float(weights[j]), prefer, real))
 
     # Backfill what rounding left idle: highest weight first, then the jobs the plan wants soonest;
     # best fit (the fullest pool that still takes the gang).
     if max(cap, default=0.0) >= 1.0:
-        idle = np.flatnonzero(~running & (pool0 < 0) & (remaining > 0) & (inputs.job_weight > backfill_above))
+        idle_now = not_running & (pool0 < 0) & (remaining > 0)
+        idle = (idle_now & (inputs.job_weight > backfill_above)).nonzero()[0]
         soon = share[idle].sum(axis=1) if share.shape[1] else np.zeros(idle.size)
-        for j in idle[np.lexsort((idle, -soon, -inputs.job_weight[idle]))].tolist():
+        # lexsort is stable: jobs equal on both keys stay in index order
+        for j in idle[np.lexsort((-soon, -inputs.job_weight[idle]))].tolist():
             allowed = inputs.job_allowed[j].tolist()
             pools = sorted((p for p, ok in enumerate(allowed) if ok), key=lambda p: (cap[p], p))
-            try_start(j, pools, weights[j])
+            try_start(j, pools, float(weights[j]))
     return _Placement(pool0, remaining, cap, used, nodes, released, top_weight, holds)
