@@ -172,14 +172,19 @@ def _steady_blocks(
     pool_use = np.bincount(
         ran_pool[on_j] * n_later + on_k, weights=ran_gang[on_j], minlength=free.shape[0] * n_later
     ).reshape(free.shape[0], n_later)
-    team_use = np.bincount(
-        inputs.job_team[ran[on_j]] * n_later + on_k,
-        weights=ran_gang[on_j],
-        minlength=team_quota.size * n_later,
-    ).reshape(team_quota.size, n_later)
     # NaN compares false: counted as not fitting, so the one-by-one rounding decides
     unsteady = starts | ~(pool_use <= free[:, 1:]).all(axis=0)
-    unsteady |= ~(team_use <= team_quota[:, None]).all(axis=0)
+    # A team's use in a block sums a subset of its running gangs, in the order its total sums
+    # them all (non-negative: never more than the total, rounding included), so the quotas
+    # bind in no block where every team's total fits.
+    ran_team = inputs.job_team[ran]
+    if not (np.bincount(ran_team, weights=ran_gang, minlength=team_quota.size) <= team_quota).all():
+        team_use = np.bincount(
+            ran_team[on_j] * n_later + on_k,
+            weights=ran_gang[on_j],
+            minlength=team_quota.size * n_later,
+        ).reshape(team_quota.size, n_later)
+        unsteady |= ~(team_use <= team_quota[:, None]).all(axis=0)
     steady = int(unsteady.argmax()) if unsteady.any() else n_later
     job_pool[:, 1 : steady + 1] = -1
     job_pool[ran, 1 : steady + 1] = np.where(run[:, :steady], ran_pool[:, None], -1)

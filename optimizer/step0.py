@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds
+from optimizer.step0_lists import JobLists, StopCosts
 
 EPS = 1e-6
 
@@ -51,54 +51,6 @@ class _Placement:
 
     def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
         return self.pool0, self.remaining, self.holds
-
-
-class _StopCosts(NamedTuple):
-    """What clearing nodes weighs (step0's node level): per job, the work a stop loses (GPU-s,
-    with the preemption penalty); which running jobs may be stopped; the horizon's length; and
-    which jobs have no deadline to miss (only those are stopped for lower-weight gangs)."""
-
-    lost: list[float]
-    stoppable: np.ndarray
-    horizon_s: float
-    no_deadline: list[bool]
-
-    @classmethod
-    def of(cls, inputs: PlanInputs, stoppable: np.ndarray, penalty_gpu_s: float) -> _StopCosts:
-        return cls(
-            (inputs.job_lost_gpu_s + penalty_gpu_s * inputs.job_gang).tolist(),
-            stoppable,
-            float(inputs.blocks.dur_s.sum()),
-            (inputs.job_deadline_step > inputs.horizon_steps).tolist(),
-        )
-
-
-class _JobLists(NamedTuple):
-    """The per-job and per-team numbers step 0's loops read: as Python lists those read for most
-    jobs (indexing a list is far cheaper than indexing an array item by item), as arrays those
-    read for a few starts only (a list of every job would cost more than it saves). They depend
-    only on the inputs, so round_step0 makes them once however often it places step 0."""
-
-    gangs: list[float]
-    team: list[int]
-    quota: list[float]
-    running_pool: list[int]
-    wall_s: np.ndarray  # [J] wall seconds to finish: remaining GPU-seconds over the gang
-    run_steps: np.ndarray  # [J] whole steps to finish
-    start_s: np.ndarray  # [J] wall seconds a start costs: the run plus its restart
-
-    @classmethod
-    def of(cls, inputs: PlanInputs) -> _JobLists:
-        wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
-        return cls(
-            inputs.job_gang.tolist(),
-            inputs.job_team.tolist(),
-            inputs.team_quota.tolist(),
-            inputs.job_running_pool.tolist(),
-            wall_s,
-            np.ceil(wall_s / inputs.step_s),
-            wall_s + inputs.job_restart_s,
-        )
 
 
 def round_step0(
@@ -128,10 +80,10 @@ def round_step0(
         keep[by_share[:over_bound]] = True
 
     stopped = running & ~keep
-    n_stopped = int(np.count_nonzero(stopped))
+    n_stopped = int(stopped.sum())
     budget = max(max_preemptions - n_stopped, 0)
     penalty = preemption_penalty_gpu_s
-    lists = _JobLists.of(inputs)
+    lists = JobLists.of(inputs)
     if not n_stopped:
         return _place(
             inputs, lists, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty
@@ -188,7 +140,7 @@ def _withdraw_idle_preemptions(
 
 def _place_kept(
     inputs: PlanInputs,
-    lists: _JobLists,
+    lists: JobLists,
     keep: np.ndarray,
     run_share: np.ndarray,
     pinned: np.ndarray,
@@ -224,7 +176,7 @@ def _place_kept(
 
 def _place(
     inputs: PlanInputs,
-    lists: _JobLists,
+    lists: JobLists,
     keep: np.ndarray,
     run_share: np.ndarray,
     pinned: np.ndarray,
@@ -274,14 +226,16 @@ def _place(
         j: nodes.release(int(run_pool[j]), gangs[j], job_nodes.get(inputs.job_ids[j]))
         for j in (running & (pool0 < 0)).nonzero()[0].tolist()
     }
-    for p, gpus in enumerate(svc_gpus0.tolist()):
-        nodes.reserve_inference(p, math.ceil(gpus - EPS))
+    if node_detail:  # (a pool without node detail reserves nothing)
+        for p, gpus in enumerate(svc_gpus0.tolist()):
+            nodes.reserve_inference(p, math.ceil(gpus - EPS))
 
     # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
     # the last choice for starting it: the window would stop it and its work since checkpoint.
-    avail = inputs.avail_steps
-    dips = avail < avail[:, :1] - EPS
-    dip_step = np.where(dips.any(axis=1), dips.argmax(axis=1), avail.shape[1]).tolist()
+    # (argmax is 0 only for a pool that never dips: step 0 cannot dip below itself)
+    dips = inputs.avail_steps < inputs.avail_steps[:, :1] - EPS
+    dip_step = [step or dips.shape[1] for step in dips.argmax(axis=1).tolist()]
+    first_dip, last_dip = min(dip_step, default=0), max(dip_step, default=0)
 
     def try_start(j: int, pools: list[int], rank: float) -> bool:
         """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes
@@ -289,7 +243,8 @@ def _place(
         if used[team[j]] + gangs[j] > quota[team[j]] + EPS:
             return False
         run_steps, start_s = float(lists.run_steps[j]), float(lists.start_s[j])
-        pools = sorted(pools, key=lambda p: dip_step[p] < run_steps)  # stable: keeps the order
+        if first_dip < run_steps <= last_dip:  # else no pool dips before j ends, or all do
+            pools = sorted(pools, key=lambda p: dip_step[p] < run_steps)  # stable: keeps the order
         for p in pools:
             if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank, start_s):
                 for node in nodes.take(p, gangs[j], rank, start_s):
@@ -299,7 +254,7 @@ def _place(
                 return True
         return False
 
-    costs: list[_StopCosts] = []  # worked out at the first clearing only
+    costs: list[StopCosts] = []  # worked out at the first clearing only
 
     def clear_for(j: int, p: int) -> bool:
         """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
@@ -313,7 +268,7 @@ def _place(
         ):
             return False
         if not costs:
-            costs.append(_StopCosts.of(inputs, running & inputs.job_preemptible & ~pinned, penalty_gpu_s))
+            costs.append(StopCosts.of(inputs, running & inputs.job_preemptible & ~pinned, penalty_gpu_s))
         lost, stoppable, horizon_s, no_deadline = costs[0]
         weight = weights.tolist()
         candidates = [
