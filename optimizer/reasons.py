@@ -7,6 +7,7 @@ the planner holds between decisions, since formatting floats is most of the cost
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,6 @@ class ReasonContext:
     job_gpus0: np.ndarray  # [P] GPUs given to jobs in step 0
     svc_gpus0: np.ndarray  # [S, P]
     free0: np.ndarray  # [P]
-    team_used0: np.ndarray  # [teams]
     # job arrays as Python lists (formatting numpy scalars one by one is slow)
     running_pool: list[int]
     gang: list[float]
@@ -32,10 +32,11 @@ class ReasonContext:
     svc_gpr: list[float]  # [S] GPUs per replica
     svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
     svc_covered0: list[float]  # [S] GPUs the plan gives each service in step 0, all pools
+    svc_peak_step: list[int]  # [S] the step of each service's highest demand (the first of equals)
     texts: dict[tuple[object, ...], str] = field(default_factory=dict)
     """Text that depends only on the values in its key, kept across decisions by the caller."""
-    _notes: dict[tuple[str, int], str] = field(default_factory=dict)
-    _lists: dict[str, list[Any]] = field(default_factory=dict)
+    _service_notes: dict[int, str] = field(default_factory=dict)  # by service index
+    _pool_notes: dict[int, str] = field(default_factory=dict)  # by pool index
     _times: dict[int, str] = field(default_factory=dict)
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
@@ -51,27 +52,36 @@ class ReasonContext:
         job_gpus0 = np.bincount(placed[on], weights=gang_on, minlength=n_pools)
         svc_gpus0 = plan.svc_gpus[:, :, 0] if inputs.n_services else np.zeros((0, n_pools))
         free0 = np.floor(inputs.avail_steps[:, 0] + EPS) - np.ceil(svc_gpus0.sum(axis=0) - EPS) - job_gpus0
-        team_used0 = np.bincount(inputs.job_team[on], weights=gang_on, minlength=len(inputs.team_names))
         # each service's GPUs over all pools, summed on a contiguous copy: every row then adds
         # up in the order its own 1-D slice would (an axis-1 sum of the strided view may not)
         covered0 = np.ascontiguousarray(svc_gpus0).sum(axis=1)
+        demand = inputs.svc_demand_steps
         return cls(
             inputs,
             plan,
             job_gpus0,
             svc_gpus0,
             free0,
-            team_used0,
             running_pool=inputs.job_running_pool.tolist(),
             gang=inputs.job_gang.tolist(),
             weight=inputs.job_weight.tolist(),
             remaining_s=inputs.job_remaining_s.tolist(),
             deadline_step=inputs.job_deadline_step.tolist(),
             svc_gpr=inputs.svc_gpr.tolist(),
-            svc_demand0=inputs.svc_demand_steps[:, 0].tolist() if inputs.svc_demand_steps.size else [],
+            svc_demand0=demand[:, 0].tolist() if demand.size else [],
             svc_covered0=covered0.tolist(),
+            # one argmax for all services: every service shown needs its note, every decision
+            svc_peak_step=demand.argmax(axis=1).tolist() if demand.size else [0] * inputs.n_services,
             texts={} if texts is None else texts,
         )
+
+    @cached_property
+    def team_used0(self) -> np.ndarray:
+        """[teams] GPUs each team's jobs hold in step 0; only held jobs need it, so made on first use."""
+        inputs = self.inputs
+        placed = self.plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
+        on = placed >= 0
+        return np.bincount(inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names))
 
     def _hhmm(self, step: int) -> str:
         text = self._times.get(step)
@@ -81,25 +91,24 @@ class ReasonContext:
         return text
 
     def _service_note(self, s: int) -> str:
-        key = ("service", s)
-        if key not in self._notes:
-            self._notes[key] = self._make_service_note(s)
-        return self._notes[key]
+        text = self._service_notes.get(s)
+        if text is None:
+            text = self._service_notes[s] = self._make_service_note(s)
+        return text
 
     def pool_note(self, p: int) -> str:
         """What holds pool p's GPUs in step 0."""
-        key = ("pool", p)
-        if key not in self._notes:
-            self._notes[key] = self._make_pool_note(p)
-        return self._notes[key]
+        text = self._pool_notes.get(p)
+        if text is None:
+            text = self._pool_notes[p] = self._make_pool_note(p)
+        return text
 
     def _make_service_note(self, s: int) -> str:
         inp = self.inputs
-        curve = inp.svc_demand_steps[s]
-        peak = int(curve.argmax()) if curve.size else 0
+        peak = self.svc_peak_step[s]
         return (
-            f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {curve[0]:.1f} GPUs now, "
-            f"peak {curve[peak]:.1f} at {self._hhmm(peak)}; {inp.svc_forecast_model[s]})"
+            f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {self.svc_demand0[s]:.1f} GPUs now, "
+            f"peak {inp.svc_demand_steps[s, peak]:.1f} at {self._hhmm(peak)}; {inp.svc_forecast_model[s]})"
         )
 
     def _make_pool_note(self, p: int) -> str:
@@ -124,17 +133,21 @@ class ReasonContext:
         inp, plan = self.inputs, self.plan
         replicas = int(plan.svc_replicas[s, p, 0]) if replicas is None else replicas
         gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
-        where = f"{replicas} replicas on {self._number(gpus, 'g')} GPUs in pool {inp.pool_names[p]}"
-        text = f"{where}: covers {self._service_note(s)}"
-        if replicas and gpus + EPS < replicas * self.svc_gpr[s]:
-            k = replicas * self.svc_gpr[s] / max(gpus, EPS)
+        # the GPU count and the service's note are looked up here, without the calls (``_number``
+        # and ``_service_note`` make them, once; neither text is ever empty)
+        shown_gpus = self.texts.get(("g", gpus)) or self._number(gpus, "g")
+        note = self._service_notes.get(s) or self._service_note(s)
+        text = f"{replicas} replicas on {shown_gpus} GPUs in pool {inp.pool_names[p]}: covers {note}"
+        gpus_per_replica = self.svc_gpr[s]
+        if replicas and gpus + EPS < replicas * gpus_per_replica:
+            k = replicas * gpus_per_replica / max(gpus, EPS)
             text += (
                 f"; time-sliced {k:.1f} tenants per GPU (limit {inp.svc_tenants[s, p]:.0f}), "
                 f"{inp.svc_loss[s, p] * 100:.1f}% capacity lost per co-tenant"
             )
-        covered = self.svc_covered0[s]
-        if covered + EPS < self.svc_demand0[s]:
-            text += f"; short by {self.svc_demand0[s] - covered:.1f} GPUs: allowed pools are full"
+        covered, demand = self.svc_covered0[s], self.svc_demand0[s]
+        if covered + EPS < demand:
+            text += f"; short by {demand - covered:.1f} GPUs: allowed pools are full"
         return text
 
     def _run_head(self, key: tuple[Any, ...]) -> str:
@@ -170,7 +183,7 @@ class ReasonContext:
         head = texts.get(head_key) or self._run_head(head_key)
         hours = self.remaining_s[j] / 3600
         text = f"{head}{texts.get(('.1f', hours)) or self._number(hours, '.1f')} GPU-h left"
-        deadline = int(self.deadline_step[j])
+        deadline = self.deadline_step[j]  # a Python int already (from tolist of an integer array)
         if deadline <= inp.horizon_steps:
             text += f"; deadline {self._hhmm(deadline)}"
         if not kept:
@@ -186,13 +199,12 @@ class ReasonContext:
             "(since checkpoint plus restart)"
         )
 
+    @cached_property
     def _first_planned_block(self) -> list[Any]:
         """Per job, the first block the plan runs it in (-1: none), for every job at once."""
-        first = self._lists.get("first_planned_block")
-        if first is None:
-            planned = self.plan.job_pool >= 0
-            at = np.argmax(planned, axis=1) if planned.size else np.zeros(planned.shape[0], dtype=np.int64)
-            first = self._lists["first_planned_block"] = np.where(planned.any(axis=1), at, -1).tolist()
+        planned = self.plan.job_pool >= 0
+        at = np.argmax(planned, axis=1) if planned.size else np.zeros(planned.shape[0], dtype=np.int64)
+        first: list[Any] = np.where(planned.any(axis=1), at, -1).tolist()
         return first
 
     def _best_pool(self, j: int) -> int:
@@ -212,7 +224,7 @@ class ReasonContext:
         if self.remaining_s[j] <= 0:
             return "held: no work left by its own estimate"
         team = int(inp.job_team[j])
-        b = int(self._first_planned_block()[j])
+        b = int(self._first_planned_block[j])
         if b >= 0:
             step = int(inp.blocks.first_step[b])
             when = f"planned to start at {self._hhmm(step)} in pool {inp.pool_names[plan.job_pool[j, b]]}"
