@@ -1,8 +1,9 @@
 """Work a decision runs alongside HiGHS's solve, on one worker thread.
 
 HiGHS releases the GIL while it solves (a third of a seed-scale decision, most of a large one), so
-Python work that needs nothing from the solution, the digest of the plan's inputs, can run on a
-second core meanwhile instead of before it. The work is started right before HiGHS runs: started
+Python work that needs nothing from the solution (the digest of the plan's inputs, the plan's
+step shells: optimizer/plan_build.py step_shells) can run on a second core meanwhile instead of
+before or after it. The work is started right before HiGHS runs: started
 earlier, the worker would take the GIL back and forth with the planner's own Python work. Results
 are the same as running the work inline; only when it happens changes.
 """

@@ -31,12 +31,12 @@ from optimizer.headroom import lend_headroom
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
-from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan
+from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan, step_shells
 from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
 from optimizer.rounding import RoundedPlan
 from optimizer.slots import SlotTable, into_slots
 from optimizer.solve_highs import HighsSession, SolveOutcome
-from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
+from schemas import ClusterState, DemandForecast, HorizonPlan, PlanStep, SolverInfo
 
 MIN_SOLVE_SHARE = 0.25
 """The solve always gets at least this share of the decision's budget."""
@@ -102,8 +102,15 @@ class PlannerPolicy:
     def decide(self, state: ClusterState, forecasts: Mapping[str, DemandForecast], now: datetime) -> Decision:
         t0 = time.perf_counter()
         self._solve_end = 0.0
-        # the digest needs nothing from the plan: it is worked out while HiGHS solves
+        # work that needs nothing from the plan is done while HiGHS solves: the digest of the
+        # inputs and the plan's steps (index and start; their capacity and jobs come later)
         digest_job = Alongside(lambda: inputs_digest(state, forecasts, now, self._fingerprint))
+        steps_job = Alongside(lambda: step_shells(now, self.config.step_s, self.config.horizon_steps))
+
+        def while_solving() -> None:
+            digest_job.start()
+            steps_job.start()
+
         inputs: PlanInputs | None = None
         corrected: Mapping[str, DemandForecast] = forecasts
         try:
@@ -111,7 +118,7 @@ class PlannerPolicy:
             inputs = build_inputs(
                 state, corrected, now, self.config, band_factors=factors, blocks=self._blocks
             )
-            rounded, solver, objective, inputs = self._optimise(inputs, t0, digest_job.start)
+            rounded, solver, objective, inputs = self._optimise(inputs, t0, while_solving)
         except Exception as exc:
             reason = f"planner error: {exc!r}"
             solver = SolverInfo(
@@ -124,7 +131,7 @@ class PlannerPolicy:
             if rounded is None:
                 rounded, solver, inputs = self._fallback(state, forecasts, now, inputs, solver, t0)
             assert inputs is not None
-            decision = self._publish(inputs, rounded, plan_id, digest, solver, objective)
+            decision = self._publish(inputs, rounded, plan_id, digest, solver, objective, steps_job.result())
             if self.config.lend_headroom and not solver.fallback:
                 # lending is an extra: on any failure the plan stands without it
                 with contextlib.suppress(Exception):
@@ -147,6 +154,7 @@ class PlannerPolicy:
         digest: str,
         solver: SolverInfo,
         objective: dict[str, float],
+        shells: list[PlanStep],
     ) -> Decision:
         plan = build_horizon_plan(
             inputs,
@@ -157,6 +165,7 @@ class PlannerPolicy:
             solver=solver,
             objective=objective,
             cache=self._parts,
+            shells=shells,
         )
         allocation = build_allocation(
             inputs,
