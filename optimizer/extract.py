@@ -57,10 +57,8 @@ def round_relaxed(
         reserved[:, 0] = np.bincount(
             running_pool[kept], weights=inputs.job_gang[running][kept], minlength=inputs.n_pools
         )
-    avail = inputs.avail_blocks()
-    whole, phys = round_services(inputs, replicas, gpus, reserved, avail=avail)
-    svc_total = phys.sum(axis=0)  # [P, B] GPUs of inference
-    free = services_free(inputs, phys, avail=avail, svc_total=svc_total)
+    whole, phys = round_services(inputs, replicas, gpus, reserved)
+    free = services_free(inputs, phys)
     job_pool, preempted, holds = round_jobs(
         inputs,
         free,

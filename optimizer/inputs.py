@@ -128,9 +128,15 @@ class PlanInputs:
     def n_jobs(self) -> int:
         return len(self.job_ids)
 
+    @cached_property
+    def _avail_blocks(self) -> np.ndarray:
+        avail = np.minimum.reduceat(self.avail_steps, self.blocks.first_step, axis=1)
+        avail.flags.writeable = False  # shared by the parameters and the rounding of a decision
+        return avail
+
     def avail_blocks(self) -> np.ndarray:
-        """[P, B] capacity of each block: its tightest step."""
-        return np.minimum.reduceat(self.avail_steps, self.blocks.first_step, axis=1)
+        """[P, B] capacity of each block: its tightest step (worked out once, read-only)."""
+        return self._avail_blocks
 
     def demand_blocks(self) -> np.ndarray:
         """[S, B] demand of each block: its highest step."""

@@ -38,18 +38,13 @@ def round_services(
     replicas: np.ndarray,
     gpus: np.ndarray,
     reserved: np.ndarray | None = None,
-    *,
-    avail: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole replicas (rounded up where the pool has room), GPUs within packing limits.
 
     ``reserved`` [P, B]: GPUs of jobs the plan keeps; a replica is rounded up only into room
     that is left beside them (a sliver of lead-time capacity never evicts a whole gang).
-    ``avail``: ``inputs.avail_blocks()`` where the caller has it already.
     """
-    if avail is None:
-        avail = inputs.avail_blocks()
-    room = avail - (0.0 if reserved is None else reserved)
+    room = inputs.avail_blocks() - (0.0 if reserved is None else reserved)
     gpr = inputs.svc_gpr[:, None, None]
     tenants = inputs.svc_tenants[:, :, None]
     whole = np.ceil(np.maximum(replicas, 0.0) - EPS)
@@ -268,22 +263,12 @@ def _round_later_blocks(
     job_pool[:, first:] = np.array(columns, dtype=np.int64).T
 
 
-def services_free(
-    inputs: PlanInputs,
-    svc_gpus: np.ndarray,
-    *,
-    avail: np.ndarray | None = None,
-    svc_total: np.ndarray | None = None,
-) -> np.ndarray:
-    """[P, B] GPUs left for jobs: whole GPUs only (a gang cannot use a fraction). ``avail``
-    (``inputs.avail_blocks()``) and ``svc_total`` (``svc_gpus.sum(axis=0)``): where the caller
-    has them already."""
-    if avail is None:
-        avail = inputs.avail_blocks()
+def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:
+    """[P, B] GPUs left for jobs: whole GPUs only (a gang cannot use a fraction)."""
     used: np.ndarray | float = 0.0
     if svc_gpus.size:
-        used = np.ceil((svc_gpus.sum(axis=0) if svc_total is None else svc_total) - EPS)
-    return np.maximum(np.floor(avail + EPS) - used, 0.0)
+        used = np.ceil(svc_gpus.sum(axis=0) - EPS)
+    return np.maximum(np.floor(inputs.avail_blocks() + EPS) - used, 0.0)
 
 
 def greedy_service_targets(

@@ -1,6 +1,6 @@
 """Shortcuts in publishing a decision give what the plain computation gives.
 
-``build_horizon_plan`` assembles its steps inline (as ``_plan_step`` does); ``_service_parts``
+``build_horizon_plan`` fills in the steps ``_plan_step`` made; ``_service_parts``
 reuses the part of the entry before when it repeats; the reasons sum each service's step-0 GPUs
 for all services at once; ``lend_headroom`` returns at once when no job is held or preempted.
 Each is compared here with the plain form it stands for.
@@ -41,7 +41,7 @@ def _plan(inputs, rounded, cache: PartCache):  # type: ignore[no-untyped-def]
     )
 
 
-def test_inline_plan_steps_equal_plan_step_and_validation() -> None:
+def test_plan_steps_equal_plan_step_and_validation() -> None:
     _, _, inputs, rounded = _inputs_and_plan()
     plan = _plan(inputs, rounded, PartCache())
     assert [step.index for step in plan.steps] == list(range(CONFIG.horizon_steps))
