@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
 
 from optimizer.inputs import PlanInputs
-from optimizer.reasons import ReasonContext
+from optimizer.reasons import JobFacts, ReasonContext
 from optimizer.rounding import RoundedPlan, split_by_block
 from schemas import (
     Allocation,
@@ -244,6 +244,29 @@ def build_horizon_plan(
     )
 
 
+class AllocationAhead(NamedTuple):
+    """What an allocation needs from the inputs alone, made while HiGHS solves: the reasons' job
+    facts, and per job (by index) its decision should the plan keep it running in its pool (None:
+    not running now). Most running jobs run on, so most job decisions are made here."""
+
+    facts: JobFacts
+    kept: list[JobDecision | None]
+
+
+def allocation_ahead(
+    inputs: PlanInputs, texts: dict[tuple[object, ...], str] | None = None
+) -> AllocationAhead:
+    """``texts``: the PartCache's, kept between decisions."""
+    facts = JobFacts.of(inputs, texts)
+    kept: list[JobDecision | None] = [None] * inputs.n_jobs
+    ids, pools, gangs, run_text = inputs.job_ids, inputs.pool_names, facts.gang, facts.run_text
+    for j in inputs.active_jobs().tolist():
+        p = facts.running_pool[j]
+        if p >= 0:
+            kept[j] = _job_decision(ids[j], JobAction.RUN, pools[p], int(gangs[j]), run_text(j, p, True))
+    return AllocationAhead(facts, kept)
+
+
 def build_allocation(
     inputs: PlanInputs,
     plan: RoundedPlan,
@@ -252,11 +275,20 @@ def build_allocation(
     policy: str,
     fallback_reason: str | None,
     cache: PartCache | None = None,
+    ahead: AllocationAhead | None = None,
 ) -> Allocation:
-    """``cache``: kept between decisions, for reason text that repeats."""
+    """``cache``: kept between decisions, for reason text that repeats; ``ahead``:
+    allocation_ahead(inputs, cache.texts) when made while HiGHS solved (None: made here)."""
     if cache is not None:
         cache.trim()
-    ctx = ReasonContext.build(inputs, plan, cache.texts if cache is not None else None)
+    kept: list[JobDecision | None] | None = None
+    if ahead is None:  # the facts only: which jobs run on is known from the plan by now
+        facts = JobFacts.of(inputs, cache.texts if cache is not None else None)
+    elif ahead.facts.inputs is not inputs:
+        raise ValueError("an allocation made ahead for other inputs")
+    else:
+        facts, kept = ahead
+    ctx = ReasonContext.build(inputs, plan, facts=facts)
     services: list[ServiceDecision] = []
     replicas0 = plan.svc_replicas[:, :, 0]
     replica_rows, gpu_rows = replicas0.tolist(), plan.svc_gpus[:, :, 0].tolist()
@@ -269,13 +301,16 @@ def build_allocation(
     jobs: list[JobDecision] = []
     pool0 = plan.job_pool[:, 0].tolist()
     preempted = plan.preempted.tolist()
-    ids, pools, gangs = inputs.job_ids, inputs.pool_names, ctx.gang
-    run, run_reason = JobAction.RUN, ctx.run_reason  # looked up once: most jobs run
+    ids, pools, gangs, running_pool = inputs.job_ids, inputs.pool_names, ctx.gang, ctx.running_pool
     for j in inputs.active_jobs().tolist():
         p = pool0[j]
         # fields as _job_decision names them: job_id, action, pool, gpus, reason
         if p >= 0:
-            decision = _job_decision(ids[j], run, pools[p], int(gangs[j]), run_reason(j, p))
+            # most jobs run on where they run: their decision was made ahead
+            made = kept[j] if kept is not None and p == running_pool[j] else None
+            if made is None:
+                made = _job_decision(ids[j], JobAction.RUN, pools[p], int(gangs[j]), ctx.run_reason(j, p))
+            decision = made
         elif preempted[j]:
             running_in = pools[ctx.running_pool[j]]
             decision = _job_decision(ids[j], JobAction.PREEMPT, running_in, 0, ctx.preempt_reason(j))

@@ -31,7 +31,14 @@ from optimizer.headroom import lend_headroom
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
-from optimizer.plan_build import PartCache, build_allocation, build_horizon_plan, step_shells
+from optimizer.plan_build import (
+    AllocationAhead,
+    PartCache,
+    allocation_ahead,
+    build_allocation,
+    build_horizon_plan,
+    step_shells,
+)
 from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
 from optimizer.rounding import RoundedPlan
 from optimizer.slots import SlotTable, into_slots
@@ -103,13 +110,18 @@ class PlannerPolicy:
         t0 = time.perf_counter()
         self._solve_end = 0.0
         # work that needs nothing from the plan is done while HiGHS solves: the digest of the
-        # inputs and the plan's steps (index and start; their capacity and jobs come later)
+        # inputs, the plan's steps (index and start; their capacity and jobs come later), and
+        # the allocation's decisions for the jobs that run on where they run (the model's inputs)
         digest_job = Alongside(lambda: inputs_digest(state, forecasts, now, self._fingerprint))
         steps_job = Alongside(lambda: step_shells(now, self.config.step_s, self.config.horizon_steps))
+        ahead_job: Alongside[AllocationAhead] | None = None
 
-        def while_solving() -> None:
+        def while_solving(model_inputs: PlanInputs) -> None:
+            nonlocal ahead_job
             digest_job.start()
             steps_job.start()
+            ahead_job = Alongside(lambda: allocation_ahead(model_inputs, self._parts.texts))
+            ahead_job.start()
 
         inputs: PlanInputs | None = None
         corrected: Mapping[str, DemandForecast] = forecasts
@@ -131,7 +143,11 @@ class PlannerPolicy:
             if rounded is None:
                 rounded, solver, inputs = self._fallback(state, forecasts, now, inputs, solver, t0)
             assert inputs is not None
-            decision = self._publish(inputs, rounded, plan_id, digest, solver, objective, steps_job.result())
+            ahead = ahead_job.result() if ahead_job is not None else None
+            if ahead is not None and ahead.facts.inputs is not inputs:  # a fallback's own inputs
+                ahead = None
+            shells = steps_job.result()
+            decision = self._publish(inputs, rounded, plan_id, digest, solver, objective, shells, ahead)
             if self.config.lend_headroom and not solver.fallback:
                 # lending is an extra: on any failure the plan stands without it
                 with contextlib.suppress(Exception):
@@ -155,6 +171,7 @@ class PlannerPolicy:
         solver: SolverInfo,
         objective: dict[str, float],
         shells: list[PlanStep],
+        ahead: AllocationAhead | None,
     ) -> Decision:
         plan = build_horizon_plan(
             inputs,
@@ -174,6 +191,7 @@ class PlannerPolicy:
             policy=self.name,
             fallback_reason=solver.fallback_reason,
             cache=self._parts,
+            ahead=ahead,
         )
         if not solver.fallback:
             self._last_plan = plan
@@ -188,10 +206,11 @@ class PlannerPolicy:
         return max(left, MIN_SOLVE_SHARE * budget)
 
     def _optimise(
-        self, inputs: PlanInputs, t0: float, while_solving: Callable[[], None]
+        self, inputs: PlanInputs, t0: float, while_solving: Callable[[PlanInputs], None]
     ) -> tuple[RoundedPlan | None, SolverInfo, dict[str, float], PlanInputs]:
         """Solve and round; also returns the inputs the plan is indexed by (job slots).
-        ``while_solving`` is called right before HiGHS runs (see optimizer/alongside.py)."""
+        ``while_solving`` is called with those inputs right before HiGHS runs (see
+        optimizer/alongside.py)."""
         config = self.config
         if config.backend == "pyomo":
             from optimizer.pyomo_model import solve_with_pyomo
@@ -235,7 +254,7 @@ class PlannerPolicy:
         assert structure is not None
         params = fill_parameters(structure, inputs, config)
         outcome: SolveOutcome = self._session.solve(
-            structure, params, self._solve_limit_s(t0), coefficients, carry, while_solving
+            structure, params, self._solve_limit_s(t0), coefficients, carry, lambda: while_solving(inputs)
         )
         self._solve_end = time.perf_counter()
         self.last_solver_ms = outcome.solver_ms

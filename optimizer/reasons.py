@@ -1,7 +1,10 @@
 """Reasons a person can read for every step-0 decision: why run, why held, why preempted, why
 this pool, and which forecast or constraint bound it. Pure string building from the rounded plan;
 text that depends only on the values it shows (a job's head, a formatted number) is kept in a dict
-the planner holds between decisions, since formatting floats is most of the cost.
+the planner holds between decisions, since formatting floats is most of the cost. What a job's
+reasons read from the inputs alone (``JobFacts``) needs nothing from the solve, so the planner
+gathers it, with the reasons of the jobs that keep running, while HiGHS solves
+(optimizer/alongside.py).
 """
 
 from __future__ import annotations
@@ -17,34 +20,116 @@ from optimizer.rounding import EPS, RoundedPlan
 
 
 @dataclass(frozen=True)
-class ReasonContext:
+class JobFacts:
+    """What the reasons read from the inputs alone: job arrays as Python lists (formatting numpy
+    scalars one by one is slow), the kept texts, clock times by step. Nothing here depends on the
+    solve, so ``of`` can run while HiGHS solves; ``run_text`` is then all a job that keeps running
+    in its pool needs."""
+
     inputs: PlanInputs
-    plan: RoundedPlan
-    job_gpus0: np.ndarray  # [P] GPUs given to jobs in step 0
-    svc_gpus0: np.ndarray  # [S, P]
-    free0: np.ndarray  # [P]
-    # job arrays as Python lists (formatting numpy scalars one by one is slow)
     running_pool: list[int]
     gang: list[float]
     weight: list[float]
     remaining_s: list[float]
     deadline_step: list[int]
+    texts: dict[tuple[object, ...], str] = field(default_factory=dict)
+    """Text that depends only on the values in its key, kept across decisions by the caller."""
+    _times: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, inputs: PlanInputs, texts: dict[tuple[object, ...], str] | None = None) -> JobFacts:
+        """``texts``: a dict the caller keeps between decisions (see ``texts``), or None."""
+        return cls(
+            inputs,
+            running_pool=inputs.job_running_pool.tolist(),
+            gang=inputs.job_gang.tolist(),
+            weight=inputs.job_weight.tolist(),
+            remaining_s=inputs.job_remaining_s.tolist(),
+            deadline_step=inputs.job_deadline_step.tolist(),
+            texts={} if texts is None else texts,
+        )
+
+    def hhmm(self, step: int) -> str:
+        text = self._times.get(step)
+        if text is None:
+            at = self.inputs.step_start(step)
+            text = self._times[step] = f"{at.hour:02d}:{at.minute:02d}"  # as %H:%M, without strftime
+        return text
+
+    def number(self, value: float, spec: str) -> str:
+        """``format(value, spec)``, kept across decisions: formatting a float costs far more than
+        a lookup, and the planner's numbers (GPU counts, whole steps of work) repeat. Zero is
+        never kept (-0.0 equals 0.0 as a key but formats with its sign)."""
+        if not value:
+            return format(value, spec)
+        key = (spec, value)
+        text = self.texts.get(key)
+        if text is None:
+            text = self.texts[key] = format(value, spec)
+        return text
+
+    def _run_head(self, key: tuple[Any, ...]) -> str:
+        """The start of a run reason: the same for a job's whole life in a pool, so made once.
+        ``key``: ("run", kept, pool, gang, weight, priority class), as ``run_text`` looks it up."""
+        text = self.texts.get(key)
+        if text is None:
+            _, kept, pool, gang, weight, priority_class = key
+            head = "run: keeps running" if kept else "run: starts"
+            text = self.texts[key] = (
+                f"{head} in pool {pool} ({gang:.0f} GPUs, weight {weight:g}, class {priority_class}); "
+            )
+        return text
+
+    def run_text(self, j: int, p: int, kept: bool) -> str:
+        """Job j's run reason in pool p up to what the plan adds to a start (all of a kept job's)."""
+        inp, texts = self.inputs, self.texts
+        # most jobs run on in their pool: their head and hours left are found in ``texts`` here,
+        # without the calls (``_run_head`` and ``number`` make them, once; text is never empty)
+        head_key = ("run", kept, inp.pool_names[p], self.gang[j], self.weight[j], inp.job_priority_class[j])
+        head = texts.get(head_key) or self._run_head(head_key)
+        hours = self.remaining_s[j] / 3600
+        text = f"{head}{texts.get(('.1f', hours)) or self.number(hours, '.1f')} GPU-h left"
+        deadline = self.deadline_step[j]  # a Python int already (from tolist of an integer array)
+        if deadline <= inp.horizon_steps:
+            text += f"; deadline {self.hhmm(deadline)}"
+        return text
+
+
+@dataclass(frozen=True)
+class ReasonContext:
+    inputs: PlanInputs
+    plan: RoundedPlan
+    facts: JobFacts
+    job_gpus0: np.ndarray  # [P] GPUs given to jobs in step 0
+    svc_gpus0: np.ndarray  # [S, P]
+    free0: np.ndarray  # [P]
+    # the facts' job lists (read here most)
+    running_pool: list[int]
+    gang: list[float]
+    remaining_s: list[float]
     svc_gpr: list[float]  # [S] GPUs per replica
     svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
     svc_covered0: list[float]  # [S] GPUs the plan gives each service in step 0, all pools
     svc_peak_step: list[int]  # [S] the step of each service's highest demand (the first of equals)
-    texts: dict[tuple[object, ...], str] = field(default_factory=dict)
-    """Text that depends only on the values in its key, kept across decisions by the caller."""
+    texts: dict[tuple[object, ...], str]  # the facts' texts
     _service_notes: dict[int, str] = field(default_factory=dict)  # by service index
     _pool_notes: dict[int, str] = field(default_factory=dict)  # by pool index
-    _times: dict[int, str] = field(default_factory=dict)
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
     @classmethod
     def build(
-        cls, inputs: PlanInputs, plan: RoundedPlan, texts: dict[tuple[object, ...], str] | None = None
+        cls,
+        inputs: PlanInputs,
+        plan: RoundedPlan,
+        texts: dict[tuple[object, ...], str] | None = None,
+        facts: JobFacts | None = None,
     ) -> ReasonContext:
-        """``texts``: a dict the caller keeps between decisions (see ``texts``), or None."""
+        """``texts``: a dict the caller keeps between decisions (see JobFacts.texts), or None;
+        ``facts``: JobFacts.of(inputs, texts) when made ahead (then ``texts`` is theirs)."""
+        if facts is None:
+            facts = JobFacts.of(inputs, texts)
+        elif facts.inputs is not inputs:
+            raise ValueError("job facts of other inputs")
         n_pools = inputs.n_pools
         placed = plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
         on = placed >= 0
@@ -59,20 +144,19 @@ class ReasonContext:
         return cls(
             inputs,
             plan,
+            facts,
             job_gpus0,
             svc_gpus0,
             free0,
-            running_pool=inputs.job_running_pool.tolist(),
-            gang=inputs.job_gang.tolist(),
-            weight=inputs.job_weight.tolist(),
-            remaining_s=inputs.job_remaining_s.tolist(),
-            deadline_step=inputs.job_deadline_step.tolist(),
+            running_pool=facts.running_pool,
+            gang=facts.gang,
+            remaining_s=facts.remaining_s,
             svc_gpr=inputs.svc_gpr.tolist(),
             svc_demand0=demand[:, 0].tolist() if demand.size else [],
             svc_covered0=covered0.tolist(),
             # one argmax for all services: every service shown needs its note, every decision
             svc_peak_step=demand.argmax(axis=1).tolist() if demand.size else [0] * inputs.n_services,
-            texts={} if texts is None else texts,
+            texts=facts.texts,
         )
 
     @cached_property
@@ -82,13 +166,6 @@ class ReasonContext:
         placed = self.plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
         on = placed >= 0
         return np.bincount(inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names))
-
-    def _hhmm(self, step: int) -> str:
-        text = self._times.get(step)
-        if text is None:
-            at = self.inputs.step_start(step)
-            text = self._times[step] = f"{at.hour:02d}:{at.minute:02d}"  # as %H:%M, without strftime
-        return text
 
     def _service_note(self, s: int) -> str:
         text = self._service_notes.get(s)
@@ -108,12 +185,13 @@ class ReasonContext:
         peak = self.svc_peak_step[s]
         return (
             f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {self.svc_demand0[s]:.1f} GPUs now, "
-            f"peak {inp.svc_demand_steps[s, peak]:.1f} at {self._hhmm(peak)}; {inp.svc_forecast_model[s]})"
+            f"peak {inp.svc_demand_steps[s, peak]:.1f} at {self.facts.hhmm(peak)}; "
+            f"{inp.svc_forecast_model[s]})"
         )
 
     def _make_pool_note(self, p: int) -> str:
         inp = self.inputs
-        number = self._number
+        number = self.facts.number
         parts = [f"pool {inp.pool_names[p]}: {number(inp.avail_steps[p, 0], '.0f')} GPUs in service"]
         column = self.svc_gpus0[:, p]
         inference = column.sum() if inp.n_services else 0.0
@@ -133,9 +211,9 @@ class ReasonContext:
         inp, plan = self.inputs, self.plan
         replicas = int(plan.svc_replicas[s, p, 0]) if replicas is None else replicas
         gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
-        # the GPU count and the service's note are looked up here, without the calls (``_number``
+        # the GPU count and the service's note are looked up here, without the calls (``facts.number``
         # and ``_service_note`` make them, once; neither text is ever empty)
-        shown_gpus = self.texts.get(("g", gpus)) or self._number(gpus, "g")
+        shown_gpus = self.texts.get(("g", gpus)) or self.facts.number(gpus, "g")
         note = self._service_notes.get(s) or self._service_note(s)
         text = f"{replicas} replicas on {shown_gpus} GPUs in pool {inp.pool_names[p]}: covers {note}"
         gpus_per_replica = self.svc_gpr[s]
@@ -150,42 +228,9 @@ class ReasonContext:
             text += f"; short by {demand - covered:.1f} GPUs: allowed pools are full"
         return text
 
-    def _run_head(self, key: tuple[Any, ...]) -> str:
-        """The start of a run reason: the same for a job's whole life in a pool, so made once.
-        ``key``: ("run", kept, pool, gang, weight, priority class), as ``run_reason`` looks it up."""
-        text = self.texts.get(key)
-        if text is None:
-            _, kept, pool, gang, weight, priority_class = key
-            head = "run: keeps running" if kept else "run: starts"
-            text = self.texts[key] = (
-                f"{head} in pool {pool} ({gang:.0f} GPUs, weight {weight:g}, class {priority_class}); "
-            )
-        return text
-
-    def _number(self, value: float, spec: str) -> str:
-        """``format(value, spec)``, kept across decisions: formatting a float costs far more than
-        a lookup, and the planner's numbers (GPU counts, whole steps of work) repeat. Zero is
-        never kept (-0.0 equals 0.0 as a key but formats with its sign)."""
-        if not value:
-            return format(value, spec)
-        key = (spec, value)
-        text = self.texts.get(key)
-        if text is None:
-            text = self.texts[key] = format(value, spec)
-        return text
-
     def run_reason(self, j: int, p: int) -> str:
-        inp, texts = self.inputs, self.texts
         kept = self.running_pool[j] == p
-        # most jobs run on in their pool: their head and hours left are found in ``texts`` here,
-        # without the calls (``_run_head`` and ``_number`` make them, once; text is never empty)
-        head_key = ("run", kept, inp.pool_names[p], self.gang[j], self.weight[j], inp.job_priority_class[j])
-        head = texts.get(head_key) or self._run_head(head_key)
-        hours = self.remaining_s[j] / 3600
-        text = f"{head}{texts.get(('.1f', hours)) or self._number(hours, '.1f')} GPU-h left"
-        deadline = self.deadline_step[j]  # a Python int already (from tolist of an integer array)
-        if deadline <= inp.horizon_steps:
-            text += f"; deadline {self._hhmm(deadline)}"
+        text = self.facts.run_text(j, p, kept)
         if not kept:
             text += f"; plan share now {self.plan.job_share0[j, p]:.2f}; {self.pool_note(p)}"
         return text
@@ -227,7 +272,9 @@ class ReasonContext:
         b = int(self._first_planned_block[j])
         if b >= 0:
             step = int(inp.blocks.first_step[b])
-            when = f"planned to start at {self._hhmm(step)} in pool {inp.pool_names[plan.job_pool[j, b]]}"
+            when = (
+                f"planned to start at {self.facts.hhmm(step)} in pool {inp.pool_names[plan.job_pool[j, b]]}"
+            )
         else:
             when = "not planned to start within the horizon"
         gang = self.gang[j]

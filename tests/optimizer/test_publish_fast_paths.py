@@ -2,8 +2,9 @@
 
 ``build_horizon_plan`` fills in the steps ``_plan_step`` made; ``_service_parts``
 reuses the part of the entry before when it repeats; the reasons sum each service's step-0 GPUs
-for all services at once; ``lend_headroom`` returns at once when no job is held or preempted.
-Each is compared here with the plain form it stands for.
+for all services at once; ``lend_headroom`` returns at once when no job is held or preempted;
+``build_allocation`` takes the decisions of jobs that run on from ``allocation_ahead`` (made while
+HiGHS solves). Each is compared here with the plain form it stands for.
 """
 
 from __future__ import annotations
@@ -11,13 +12,21 @@ from __future__ import annotations
 from datetime import timedelta
 
 import numpy as np
-from optimizer_cases import NOW, three_pool_cluster
+import pytest
+from optimizer_cases import NOW, forecast, job, pool, service, state, three_pool_cluster
 
 from optimizer.config import PlannerConfig
 from optimizer.fallback import greedy_plan
 from optimizer.headroom import lend_headroom
 from optimizer.inputs import build_inputs
-from optimizer.plan_build import PartCache, _plan_step, _service_parts, build_allocation, build_horizon_plan
+from optimizer.plan_build import (
+    PartCache,
+    _plan_step,
+    _service_parts,
+    allocation_ahead,
+    build_allocation,
+    build_horizon_plan,
+)
 from optimizer.policy import Decision
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
@@ -118,3 +127,52 @@ def test_lending_returns_the_decision_when_every_job_runs() -> None:
     )
     every_job_runs = Decision(plan=decision.plan, allocation=running)
     assert running.jobs and lend_headroom(every_job_runs, cluster, forecasts) is every_job_runs
+
+
+def test_an_allocation_made_ahead_equals_one_made_after_the_plan() -> None:
+    """Jobs running now: one runs on, one moves to another pool, one is preempted, one (queued)
+    starts, one (queued) is held. Only the one that runs on takes its decision made ahead."""
+    jobs = [
+        job("on", 2, running_in="b", hours=3.0),
+        job("moves", 1, running_in="b"),
+        job("stops", 4, running_in="c", since_checkpoint_gpu_s=900.0),
+        job("starts", 1),
+        job("waits", 8),
+    ]
+    cluster = state([pool("a", 8), pool("b", 8), pool("c", 8)], jobs, [service("chat", replicas={"a": 1})])
+    inputs = build_inputs(cluster, {"chat": forecast("chat", [1.0] * 24)}, NOW, CONFIG)
+    greedy = greedy_plan(inputs, CONFIG, None)
+    index = {job_id: j for j, job_id in enumerate(inputs.job_ids)}
+    job_pool = greedy.job_pool.copy()
+    job_pool[:, 0] = -1
+    job_pool[[index["on"], index["moves"], index["starts"]], 0] = [1, 0, 2]
+    preempted = np.zeros(inputs.n_jobs, dtype=bool)
+    preempted[index["stops"]] = True
+    rounded = RoundedPlan(
+        greedy.svc_replicas, greedy.svc_gpus, job_pool, greedy.job_share0, greedy.job_share, preempted
+    )
+
+    def allocate(cache: PartCache, ahead=None):  # type: ignore[no-untyped-def]
+        return build_allocation(
+            inputs, rounded, plan_id="p", policy="t", fallback_reason=None, cache=cache, ahead=ahead
+        )
+
+    plain = allocate(PartCache())
+    cache = PartCache()
+    ahead = allocation_ahead(inputs, cache.texts)
+    made = allocate(cache, ahead)
+    assert made == plain and repr(made) == repr(plain)
+    assert [d.action for d in made.jobs] == [
+        JobAction.RUN,
+        JobAction.RUN,
+        JobAction.PREEMPT,
+        JobAction.RUN,
+        JobAction.HOLD,
+    ]
+    assert {d.job_id for d in ahead.kept if d is not None} == {"on", "moves", "stops"}
+    used = [d for d in made.jobs if any(d is k for k in ahead.kept)]
+    assert [d.job_id for d in used] == ["on"]
+    assert made.jobs[1].reason.startswith("run: starts in pool a")  # not the kept text made ahead
+    other = build_inputs(cluster, {"chat": forecast("chat", [1.0] * 24)}, NOW, CONFIG)
+    with pytest.raises(ValueError, match="other inputs"):
+        build_allocation(other, rounded, plan_id="p", policy="t", fallback_reason=None, ahead=ahead)
