@@ -19,7 +19,7 @@ from optimizer.formulation import ModelStructure
 
 SLOT_COLUMN_GROUPS = ("yb", "pre")
 SLOT_ROW_GROUPS = ("gang0", "work", "preempt_link", "keep_running")
-SERVICE_COLUMN_GROUPS = ("R", "G", "up")
+SERVICE_COLUMN_GROUPS = ("R", "G", "up0")
 """Indexed by (service, pool) pair: carried only when the pairs are the same."""
 SHARED_ROW_GROUPS = (
     "preempt_bound",
@@ -29,6 +29,7 @@ SHARED_ROW_GROUPS = (
     "dedicated",
     "min_replicas",
     "max_replicas",
+    "scale_up0",
     "scale_up",
 )
 
@@ -58,10 +59,10 @@ def carried_indices(
     for name in SERVICE_COLUMN_GROUPS:
         if same_pairs:
             _carry_same_shape(col_src, old.cols[name], new.cols[name])
-    for name in ("short", "minshort"):
+    for name in ("short", "minshort", "up"):
         _carry_same_shape(col_src, old.cols[name], new.cols[name])
     for name in SHARED_ROW_GROUPS:
-        if same_pairs or name not in ("pack", "dedicated", "scale_up"):
+        if same_pairs or name not in ("pack", "dedicated", "scale_up0"):
             _carry_same_shape(row_src, old.rows[name], new.rows[name])
     old_sets = {row.tobytes(): f for f, row in enumerate(old.hall_sets)}
     for f, row in enumerate(new.hall_sets):

@@ -38,6 +38,10 @@ class PlannerConfig:
     """Cost per GPU of service capacity added (scale-up churn between steps)."""
     service_gpu_cost: float = 0.01
     """Cost per service GPU-hour, so capacity is not provisioned beyond what is needed."""
+    stay_preference: float = 0.2
+    """A service GPU-hour in a pool the service has no replicas in now costs this share of
+    ``service_gpu_cost`` more: where pools are otherwise equal (later blocks count what a service
+    adds, not where) its placement stays put, and moves only where that buys something."""
     interference_cost: float = 0.05
     """Cost per GPU-hour of replica capacity placed on a shared (time-sliced) GPU."""
     nowcast_steps: int = 4
@@ -75,6 +79,7 @@ class PlannerConfig:
             "preemption_penalty_gpu_h": self.preemption_penalty_gpu_h,
             "churn_penalty_gpu": self.churn_penalty_gpu,
             "service_gpu_cost": self.service_gpu_cost,
+            "stay_preference": self.stay_preference,
             "interference_cost": self.interference_cost,
             "max_preemptions_per_step": self.max_preemptions_per_step,
             "nowcast_steps": self.nowcast_steps,

@@ -12,7 +12,10 @@ noted), per time block b (step 0 is block 0):
   cannot time-slice in a pool (one tenant per GPU) the packing rows force G = gpr*R, so the
   matrix has no G column nor packing rows there and uses gpr*R in G's place: the same model
   in a smaller LP (about a quarter fewer rows at seed scale);
-  ``up[s,p,b]`` GPUs added (lead time and churn)
+- ``up0[s,p]`` GPUs added to a pool in step 0, against the replicas running there now;
+  ``up[s,b]`` GPUs a service adds in block b >= 1, over all its pools (lead time and churn).
+  Later blocks count what a service adds, not where: they are re-planned every step, as jobs'
+  later blocks aggregate pools, and per pool they held about a quarter of the LP at seed scale
 - ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
 
 The matrix depends only on the structure (which jobs with which gangs and allowed pools, which
@@ -216,7 +219,8 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     pre = add_cols("pre", (n_jobs,))
     r_col = add_cols("R", (n_sp, n_blocks))
     g_col = add_cols("G", (n_shared, n_blocks))
-    up_col = add_cols("up", (n_sp, n_blocks))
+    up0 = add_cols("up0", (n_sp,))
+    up_col = add_cols("up", (n_svc, n_blocks - 1))
     short = add_cols("short", (n_svc, n_blocks))
     minshort = add_cols("minshort", (n_svc, n_blocks))
 
@@ -274,10 +278,11 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     # Services: SLO coverage, time-slicing packing, replica bounds, scale-up (lead time, churn).
     loss = inputs.svc_loss[s_of, p_of]
     r_cover = rows.add("cover", (n_svc, n_blocks))
-    lead = np.minimum(inputs.svc_startup_s[s_of][:, None] / dur_s[None, :], 1.0)
+    lead = np.minimum(inputs.svc_startup_s[:, None] / dur_s[None, :], 1.0)  # [S, B]
     rows.coef(r_cover[s_of], g_of, (1.0 + loss)[:, None] * g_scale)
     rows.coef(r_cover[s_of], r_col, (-loss * gpr)[:, None])
-    rows.coef(r_cover[s_of], up_col, -lead)
+    rows.coef(r_cover[s_of, 0], up0, -lead[s_of, 0])
+    rows.coef(r_cover[:, 1:], up_col, -lead[:, 1:])
     rows.coef(r_cover, short, 1.0)
     r_pack = rows.add("pack", (n_shared, n_blocks))
     rows.coef(r_pack, g_col, inputs.svc_tenants[s_of, p_of][shared, None])
@@ -290,11 +295,14 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     rows.coef(r_min, minshort, 1.0)
     r_max = rows.add("max_replicas", (n_svc, n_blocks))
     rows.coef(r_max[s_of], r_col, 1.0)
-    r_up = rows.add("scale_up", (n_sp, n_blocks))
+    r_up0 = rows.add("scale_up0", (n_sp,))
+    rows.coef(r_up0, up0, 1.0)
+    rows.coef(r_up0, g_of[:, 0], -g_scale[:, 0])
+    r_up = rows.add("scale_up", (n_svc, n_blocks - 1))
     rows.coef(r_up, up_col, 1.0)
-    rows.coef(r_up, g_of, -g_scale)
     if n_blocks > 1:
-        rows.coef(r_up[:, 1:], g_of[:, :-1], g_scale)
+        rows.coef(r_up[s_of], g_of[:, 1:], -g_scale)
+        rows.coef(r_up[s_of], g_of[:, :-1], g_scale)
 
     a_row = np.concatenate(rows.r) if rows.r else np.zeros(0, dtype=np.int64)
     a_col = np.concatenate(rows.c) if rows.c else np.zeros(0, dtype=np.int64)

@@ -59,6 +59,13 @@ def _filled(size: int, value: float) -> np.ndarray:
     return filled
 
 
+def service_gpu_cost(inputs: PlanInputs, config: PlannerConfig, pairs: np.ndarray) -> np.ndarray:
+    """[pairs] cost of a service GPU-hour in each (service, pool) pair, per unit of the highest
+    job weight: more where the service has no replicas now (PlannerConfig.stay_preference)."""
+    away = inputs.svc_replicas_now[pairs[:, 0], pairs[:, 1]] == 0
+    return config.service_gpu_cost * np.where(away, 1.0 + config.stay_preference, 1.0)
+
+
 def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig) -> Parameters:
     cols, rows = structure.cols, structure.rows
     dur_s = inputs.blocks.dur_s
@@ -104,11 +111,13 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
     r_col, g_col = cols["R"], cols["G"]
     upper[r_col] = inputs.svc_max[s_of][:, None]
     interference = config.interference_cost * w_max * dur_h[None, :]
-    gpu_cost = config.service_gpu_cost * w_max * dur_h[None, :] - interference
+    gpu_cost = service_gpu_cost(inputs, config, structure.sp_pairs)[:, None] * (w_max * dur_h)[None, :]
+    gpu_cost -= interference
     shared = structure.sp_shared
     # where a pair cannot time-slice, G = gpr * R has no column: its cost moves onto R
     cost[r_col] = interference * gpr[:, None] + np.where(shared, 0.0, gpr)[:, None] * gpu_cost
-    cost[g_col] = gpu_cost
+    cost[g_col] = gpu_cost[shared]
+    cost[cols["up0"]] = config.churn_penalty_gpu * w_max
     cost[cols["up"]] = config.churn_penalty_gpu * w_max
     cost[cols["short"]] = short_cost * dur_h[None, :]
     cost[cols["minshort"]] = (
@@ -153,5 +162,5 @@ def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: Plann
     row_upper[rows["max_replicas"]] = inputs.svc_max[:, None]
     row_lower[rows["scale_up"]] = 0.0
     p_of = structure.sp_pairs[:, 1]
-    row_lower[rows["scale_up"][:, 0]] = -inputs.svc_replicas_now[s_of, p_of] * gpr
+    row_lower[rows["scale_up0"]] = -inputs.svc_replicas_now[s_of, p_of] * gpr
     return Parameters(cost, lower, upper, row_lower, row_upper)

@@ -56,7 +56,7 @@ _OBJECTIVE_GROUPS = {
     "min_replica_shortfall": ("minshort",),
     "preemption": ("pre",),
     "service_gpus_and_interference": ("R", "G"),
-    "churn": ("up",),
+    "churn": ("up0", "up"),
 }
 
 

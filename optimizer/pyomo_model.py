@@ -18,7 +18,7 @@ from pyomo.contrib.appsi.solvers import Highs as AppsiHighs
 from optimizer.config import PlannerConfig
 from optimizer.formulation import hall_sets, keep_running_blocks
 from optimizer.inputs import PlanInputs
-from optimizer.parameters import block_values, shortfall_cost_per_gpu_h
+from optimizer.parameters import block_values, service_gpu_cost, shortfall_cost_per_gpu_h
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
     m.pre = pyo.Var(m.J, bounds=pre_bounds)
     m.R = pyo.Var(m.SP, m.B, bounds=lambda _m, s, p, b: (0.0, float(inputs.svc_max[s])))
     m.G = pyo.Var(m.SP, m.B, domain=pyo.NonNegativeReals)
-    m.up = pyo.Var(m.SP, m.B, domain=pyo.NonNegativeReals)
+    m.up0 = pyo.Var(m.SP, domain=pyo.NonNegativeReals)  # GPUs added in step 0, per pool
+    m.up = pyo.Var(m.S, m.LATER, domain=pyo.NonNegativeReals)  # later blocks: per service
     m.short = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
     m.minshort = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
 
@@ -150,10 +151,10 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
     def cover_rule(_m: pyo.ConcreteModel, s: int, b: int) -> object:
         lead = min(inputs.svc_startup_s[s] / dur_s[b], 1.0)
         capacity = sum(
-            (1.0 + loss[s, p]) * _m.G[s, p, b] - loss[s, p] * gpr[s] * _m.R[s, p, b] - lead * _m.up[s, p, b]
-            for p in pools_of_svc[s]
+            (1.0 + loss[s, p]) * _m.G[s, p, b] - loss[s, p] * gpr[s] * _m.R[s, p, b] for p in pools_of_svc[s]
         )
-        return capacity + _m.short[s, b] >= demand[s, b]
+        starting = sum(_m.up0[s, p] for p in pools_of_svc[s]) if b == 0 else _m.up[s, b]
+        return capacity - lead * starting + _m.short[s, b] >= demand[s, b]
 
     m.cover = pyo.Constraint(m.S, m.B, rule=cover_rule)
     m.pack = pyo.Constraint(
@@ -181,13 +182,20 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
         ),
     )
 
-    def scale_up_rule(_m: pyo.ConcreteModel, s: int, p: int, b: int) -> object:
-        before = _m.G[s, p, b - 1] if b > 0 else inputs.svc_replicas_now[s, p] * gpr[s]
-        return _m.up[s, p, b] >= _m.G[s, p, b] - before
+    m.scale_up0 = pyo.Constraint(
+        m.SP, rule=lambda _m, s, p: _m.up0[s, p] >= _m.G[s, p, 0] - inputs.svc_replicas_now[s, p] * gpr[s]
+    )
 
-    m.scale_up = pyo.Constraint(m.SP, m.B, rule=scale_up_rule)
+    def scale_up_rule(_m: pyo.ConcreteModel, s: int, b: int) -> object:
+        if not pools_of_svc[s]:
+            return pyo.Constraint.Skip
+        return _m.up[s, b] >= sum(_m.G[s, p, b] - _m.G[s, p, b - 1] for p in pools_of_svc[s])
+
+    m.scale_up = pyo.Constraint(m.S, m.LATER, rule=scale_up_rule)
 
     interference = config.interference_cost * w_max
+    sp = np.asarray(list(m.SP), dtype=np.int64).reshape(-1, 2)
+    gpu_cost = dict(zip(m.SP, service_gpu_cost(inputs, config, sp).tolist(), strict=True))
     min_short_cost = (
         config.min_replica_penalty / config.shortfall_penalty * short_cost
         if config.shortfall_penalty
@@ -211,11 +219,13 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
         )
         + sum(
             interference * dur_h[b] * (gpr[s] * m.R[s, p, b] - m.G[s, p, b])
-            + config.service_gpu_cost * w_max * dur_h[b] * m.G[s, p, b]
-            + config.churn_penalty_gpu * w_max * m.up[s, p, b]
+            + gpu_cost[s, p] * w_max * dur_h[b] * m.G[s, p, b]
             for (s, p) in m.SP
             for b in m.B
         )
+        + config.churn_penalty_gpu
+        * w_max
+        * (sum(m.up0[s, p] for (s, p) in m.SP) + sum(m.up[s, b] for s in m.S for b in m.LATER))
     )
     m.objective = pyo.Objective(expr=m.value - m.losses, sense=pyo.maximize)
     return m

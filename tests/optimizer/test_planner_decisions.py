@@ -199,3 +199,20 @@ def test_last_line_of_defence_keeps_the_current_state() -> None:
     assert jobs["r"].action == JobAction.RUN and jobs["q"].action == JobAction.HOLD
     assert decision.allocation.fallback and decision.allocation.fallback_reason == "greedy failed"
     assert [(d.service, d.replicas) for d in decision.allocation.services] == [("chat", 3)]
+
+
+def test_a_service_grows_where_it_runs_when_pools_are_otherwise_equal() -> None:
+    """Three identical pools, a service in one of them, demand rising through the day: every step
+    of the plan keeps the service in its pool (the stay preference), where nothing else asks
+    for a move; later blocks count what a service adds, not where, so without the preference
+    its capacity could wander between equal pools from block to block."""
+    curve = [4.0 + 8.0 * min(t, 48) / 48 for t in range(96)]
+    cluster = state(
+        [pool("a", 16), pool("b", 16), pool("c", 16)], [], [service("chat", replicas={"b": 4})]
+    )
+    decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
+    check_plan(cluster, decision, 96, 900)
+    for step in decision.plan.steps:
+        placed = {c.pool for c in step.services if c.service == "chat" and c.replicas > 0}
+        assert placed == {"b"}, (step.index, placed)
+        assert sum(c.gpus for c in step.services if c.service == "chat") >= curve[step.index] - 1e-6

@@ -158,3 +158,30 @@ def test_pairs_that_cannot_time_slice_have_no_gpu_column_and_use_whole_replicas(
     tenants = inputs.svc_tenants[s, p][:, None]
     assert np.all(gpus[s, p] <= replicas[s, p] * inputs.svc_gpr[s][:, None] + 1e-6)
     assert np.all(gpus[s, p] * tenants >= replicas[s, p] * inputs.svc_gpr[s][:, None] - 1e-6)
+
+
+def test_gpus_added_count_per_pool_in_step_0_and_per_service_later() -> None:
+    """Step 0 (committed) counts each pool's GPUs added against the replicas running there now;
+    later blocks count what a service adds over all its pools, as jobs' later blocks aggregate
+    pools. At the optimum each is exactly the increase, or zero (churn has a cost)."""
+    from optimizer.extract import relaxed_shares
+
+    cluster, forecasts = random_instance(5)
+    inputs = build_inputs(cluster, forecasts, NOW, CONFIG)
+    structure = build_structure(inputs)
+    pairs = structure.sp_pairs
+    assert structure.cols["up0"].shape == (pairs.shape[0],)
+    assert structure.cols["up"].shape == (inputs.n_services, inputs.blocks.count - 1)
+    assert CONFIG.churn_penalty_gpu > 0
+    outcome = HighsSession().solve(structure, fill_parameters(structure, inputs, CONFIG), 30.0)
+    assert outcome.ok and outcome.x is not None
+    _, gpus, _, _ = relaxed_shares(structure, inputs, outcome.x)
+    s, p = pairs[:, 0], pairs[:, 1]
+    now = inputs.svc_replicas_now[s, p] * inputs.svc_gpr[s]
+    added0 = outcome.x[structure.cols["up0"]]
+    assert np.allclose(added0, np.maximum(gpus[s, p, 0] - now, 0.0), atol=1e-6)
+    assert added0.max() > 0.5  # the instance scales up in step 0
+    per_service = gpus.sum(axis=1)  # [S, B]
+    added = outcome.x[structure.cols["up"]]
+    assert np.allclose(added, np.maximum(np.diff(per_service, axis=1), 0.0), atol=1e-6)
+    assert added.max() > 0.5  # and later
