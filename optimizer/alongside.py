@@ -2,8 +2,9 @@
 
 HiGHS releases the GIL while it solves (a third of a seed-scale decision, most of a large one), so
 Python work that needs nothing from the solution (the digest of the plan's inputs, the plan's
-step shells: optimizer/plan_build.py step_shells) can run on a second core meanwhile instead of
-before or after it. The work is started right before HiGHS runs: started
+step shells, the decisions of jobs that run on where they run: optimizer/plan_build.py
+step_shells and allocation_ahead) can run on a second core meanwhile instead of before or after
+it. The work is started right before HiGHS runs: started
 earlier, the worker would take the GIL back and forth with the planner's own Python work. Results
 are the same as running the work inline; only when it happens changes.
 """
