@@ -364,8 +364,13 @@ class EntryChanges(NamedTuple):
 def update_gangs(structure: ModelStructure, inputs: PlanInputs) -> EntryChanges:
     """The matrix entries of jobs that took over a slot with another gang size (the 1/gang of the
     preemption bound), written into the structure's matrix and returned."""
-    active = inputs.job_active if inputs.job_active is not None else np.ones(inputs.n_jobs, dtype=bool)
-    changed = np.flatnonzero(active & (inputs.job_gang != structure.slot_gang))
+    differs = inputs.job_gang != structure.slot_gang
+    if inputs.job_active is not None:
+        differs &= inputs.job_active
+    changed = differs.nonzero()[0]
+    if not changed.size:  # the usual case: every job kept its slot's gang, nothing to look up
+        none = np.zeros(0, dtype=np.int64)
+        return EntryChanges(none, structure.cols["pre"][changed], none, np.zeros(0))
     structure.slot_gang[changed] = inputs.job_gang[changed]
     rows = np.full(changed.size, structure.rows["preempt_bound"][0], dtype=np.int64)
     cols = structure.cols["pre"][changed]

@@ -273,8 +273,11 @@ def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.
     row_of_restriction: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
     masks: list[list[bool]] = []
     rows: list[int] = []
+    unrestricted: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     for spec in specs:
-        restriction = (tuple(spec.allowed_pools), tuple(spec.allowed_gpu_types))
+        restriction = unrestricted  # most jobs: no tuples to build
+        if spec.allowed_pools or spec.allowed_gpu_types:
+            restriction = (tuple(spec.allowed_pools), tuple(spec.allowed_gpu_types))
         row = row_of_restriction.get(restriction)
         if row is None:
             row = row_of_restriction[restriction] = len(masks)

@@ -84,7 +84,9 @@ class PartMaker(Generic[_M]):
     """``fast_part(cls, **dict(zip(names, values)))`` for parts built many times per decision:
     values by position, the layout of the defaults worked out once."""
 
-    def __init__(self, cls: type[_M], *names: str) -> None:
+    def __init__(self, cls: type[_M], *names: str, field_order: bool = False) -> None:
+        """``field_order``: lay the values out in the schema's field order, as ``model_construct``
+        does (else in the order ``fast_part`` gives)."""
         count, static, factories = _field_info(cls)
         if any(name not in cls.model_fields for name in names) or any(n not in names for n in factories):
             raise ValueError(f"{cls.__name__}: give every field with a default factory, and only fields")
@@ -95,6 +97,8 @@ class PartMaker(Generic[_M]):
         self._layout: dict[str, object] = dict.fromkeys(names)
         if len(names) < count:
             self._layout = {**static, **dict.fromkeys(factories), **self._layout}
+        if field_order:
+            self._layout = {name: self._layout[name] for name in cls.model_fields if name in self._layout}
 
     def __call__(self, *values: object) -> _M:
         # _assemble, inlined (this runs once per job and service in every decision); the length
@@ -113,6 +117,36 @@ class PartMaker(Generic[_M]):
 
 _job_decision = PartMaker(JobDecision, "job_id", "action", "pool", "gpus", "reason")
 _service_decision = PartMaker(ServiceDecision, "service", "pool", "replicas", "gpus", "reason")
+# The published records, as ``model_construct`` makes them (every field but the schema version
+# given, in the schema's order), without its per-field alias and default lookups.
+_horizon_plan = PartMaker(
+    HorizonPlan,
+    "cluster",
+    "plan_id",
+    "policy",
+    "issued_at",
+    "step_s",
+    "horizon_steps",
+    "steps",
+    "objective",
+    "solver",
+    "inputs_digest",
+    field_order=True,
+)
+_allocation = PartMaker(
+    Allocation,
+    "cluster",
+    "plan_id",
+    "policy",
+    "issued_at",
+    "step_s",
+    "valid_until",
+    "services",
+    "jobs",
+    "fallback",
+    "fallback_reason",
+    field_order=True,
+)
 
 
 class PartCache:
@@ -223,24 +257,27 @@ def build_horizon_plan(
     elif len(shells) != inputs.horizon_steps or (shells and shells[0].start != inputs.now):
         first = shells[0].start if shells else None
         raise ValueError(f"step shells for another plan: {len(shells)} steps from {first}")
-    block_of = inputs.blocks.block_of_step().tolist()
     job_parts = _job_parts(inputs, plan, cache)
     service_parts = _service_parts(inputs, plan, cache)
-    for shell, b in zip(shells, block_of, strict=False):  # blocks cover the horizon
-        fields = shell.__dict__
-        fields["services"] = service_parts[b]
-        fields["jobs"] = job_parts[b]
-    return HorizonPlan.model_construct(
-        cluster=inputs.cluster,
-        plan_id=plan_id,
-        policy=policy,
-        issued_at=inputs.now,
-        step_s=inputs.step_s,
-        horizon_steps=inputs.horizon_steps,
-        steps=shells,
-        objective=objective,
-        solver=solver,
-        inputs_digest=digest,
+    # the steps of each block in turn (blocks cover the horizon) share the block's parts
+    block_start = 0
+    for services, jobs, count in zip(service_parts, job_parts, inputs.blocks.n_steps.tolist(), strict=True):
+        for shell in shells[block_start : block_start + count]:
+            fields = shell.__dict__
+            fields["services"] = services
+            fields["jobs"] = jobs
+        block_start += count
+    return _horizon_plan(
+        inputs.cluster,
+        plan_id,
+        policy,
+        inputs.now,
+        inputs.step_s,
+        inputs.horizon_steps,
+        shells,
+        objective,
+        solver,
+        digest,
     )
 
 
@@ -260,7 +297,7 @@ def allocation_ahead(
     facts = JobFacts.of(inputs, texts)
     kept: list[JobDecision | None] = [None] * inputs.n_jobs
     ids, pools, gangs, run_text = inputs.job_ids, inputs.pool_names, facts.gang, facts.run_text
-    for j in inputs.active_jobs().tolist():
+    for j in facts.active:
         p = facts.running_pool[j]
         if p >= 0:
             kept[j] = _job_decision(ids[j], JobAction.RUN, pools[p], int(gangs[j]), run_text(j, p, True))
@@ -302,7 +339,7 @@ def build_allocation(
     pool0 = plan.job_pool[:, 0].tolist()
     preempted = plan.preempted.tolist()
     ids, pools, gangs, running_pool = inputs.job_ids, inputs.pool_names, ctx.gang, ctx.running_pool
-    for j in inputs.active_jobs().tolist():
+    for j in ctx.facts.active:
         p = pool0[j]
         # fields as _job_decision names them: job_id, action, pool, gpus, reason
         if p >= 0:
@@ -317,15 +354,15 @@ def build_allocation(
         else:
             decision = _job_decision(ids[j], JobAction.HOLD, None, 0, ctx.hold_reason(j))
         jobs.append(decision)
-    return Allocation.model_construct(
-        cluster=inputs.cluster,
-        plan_id=plan_id,
-        policy=policy,
-        issued_at=inputs.now,
-        step_s=inputs.step_s,
-        valid_until=inputs.now + timedelta(seconds=inputs.step_s),
-        services=services,
-        jobs=jobs,
-        fallback=fallback_reason is not None,
-        fallback_reason=fallback_reason,
+    return _allocation(
+        inputs.cluster,
+        plan_id,
+        policy,
+        inputs.now,
+        inputs.step_s,
+        inputs.now + timedelta(seconds=inputs.step_s),
+        services,
+        jobs,
+        fallback_reason is not None,
+        fallback_reason,
     )

@@ -2,9 +2,9 @@
 this pool, and which forecast or constraint bound it. Pure string building from the rounded plan;
 text that depends only on the values it shows (a job's head, a formatted number) is kept in a dict
 the planner holds between decisions, since formatting floats is most of the cost. What a job's
-reasons read from the inputs alone (``JobFacts``) needs nothing from the solve, so the planner
-gathers it, with the reasons of the jobs that keep running, while HiGHS solves
-(optimizer/alongside.py).
+reasons read from the inputs alone (``JobFacts``, the services' forecast notes included) needs
+nothing from the solve, so the planner gathers it, with the reasons of the jobs that keep running,
+while HiGHS solves (optimizer/alongside.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from optimizer.rounding import EPS, RoundedPlan
 @dataclass(frozen=True)
 class JobFacts:
     """What the reasons read from the inputs alone: job arrays as Python lists (formatting numpy
-    scalars one by one is slow), the kept texts, clock times by step. Nothing here depends on the
-    solve, so ``of`` can run while HiGHS solves; ``run_text`` is then all a job that keeps running
-    in its pool needs."""
+    scalars one by one is slow), the services' demand and forecast notes, the kept texts, clock
+    times by step. Nothing here depends on the solve, so ``of`` can run while HiGHS solves;
+    ``run_text`` is then all a job that keeps running in its pool needs."""
 
     inputs: PlanInputs
     running_pool: list[int]
@@ -32,6 +32,13 @@ class JobFacts:
     weight: list[float]
     remaining_s: list[float]
     deadline_step: list[int]
+    active: list[int]  # indices of the real jobs (PlanInputs.active_jobs)
+    # what the services' reasons read from the inputs (ReasonContext)
+    svc_gpr: list[float]  # [S] GPUs per replica
+    svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
+    svc_peak_step: list[int]  # [S] the step of each service's highest demand (the first of equals)
+    capacity0: np.ndarray  # [P] whole GPUs in service in step 0
+    service_notes: list[str]  # [S] each service's forecast, as its reasons quote it
     texts: dict[tuple[object, ...], str] = field(default_factory=dict)
     """Text that depends only on the values in its key, kept across decisions by the caller."""
     _times: dict[int, str] = field(default_factory=dict)
@@ -39,14 +46,34 @@ class JobFacts:
     @classmethod
     def of(cls, inputs: PlanInputs, texts: dict[tuple[object, ...], str] | None = None) -> JobFacts:
         """``texts``: a dict the caller keeps between decisions (see ``texts``), or None."""
-        return cls(
+        demand = inputs.svc_demand_steps
+        facts = cls(
             inputs,
             running_pool=inputs.job_running_pool.tolist(),
             gang=inputs.job_gang.tolist(),
             weight=inputs.job_weight.tolist(),
             remaining_s=inputs.job_remaining_s.tolist(),
             deadline_step=inputs.job_deadline_step.tolist(),
+            active=inputs.active_jobs().tolist(),
+            svc_gpr=inputs.svc_gpr.tolist(),
+            svc_demand0=demand[:, 0].tolist() if demand.size else [],
+            # one argmax for all services: every service shown needs its note, every decision
+            svc_peak_step=demand.argmax(axis=1).tolist() if demand.size else [0] * inputs.n_services,
+            capacity0=np.floor(inputs.avail_steps[:, 0] + EPS),
+            service_notes=[],
             texts={} if texts is None else texts,
+        )
+        # every service's note now: they read the inputs alone, and this runs while HiGHS solves
+        facts.service_notes.extend(facts._service_note(s) for s in range(inputs.n_services))
+        return facts
+
+    def _service_note(self, s: int) -> str:
+        inp = self.inputs
+        peak = self.svc_peak_step[s]
+        return (
+            f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {self.svc_demand0[s]:.1f} GPUs now, "
+            f"peak {inp.svc_demand_steps[s, peak]:.1f} at {self.hhmm(peak)}; "
+            f"{inp.svc_forecast_model[s]})"
         )
 
     def hhmm(self, step: int) -> str:
@@ -112,7 +139,6 @@ class ReasonContext:
     svc_covered0: list[float]  # [S] GPUs the plan gives each service in step 0, all pools
     svc_peak_step: list[int]  # [S] the step of each service's highest demand (the first of equals)
     texts: dict[tuple[object, ...], str]  # the facts' texts
-    _service_notes: dict[int, str] = field(default_factory=dict)  # by service index
     _pool_notes: dict[int, str] = field(default_factory=dict)  # by pool index
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
@@ -136,11 +162,10 @@ class ReasonContext:
         gang_on = inputs.job_gang[on]
         job_gpus0 = np.bincount(placed[on], weights=gang_on, minlength=n_pools)
         svc_gpus0 = plan.svc_gpus[:, :, 0] if inputs.n_services else np.zeros((0, n_pools))
-        free0 = np.floor(inputs.avail_steps[:, 0] + EPS) - np.ceil(svc_gpus0.sum(axis=0) - EPS) - job_gpus0
+        free0 = facts.capacity0 - np.ceil(svc_gpus0.sum(axis=0) - EPS) - job_gpus0
         # each service's GPUs over all pools, summed on a contiguous copy: every row then adds
         # up in the order its own 1-D slice would (an axis-1 sum of the strided view may not)
         covered0 = np.ascontiguousarray(svc_gpus0).sum(axis=1)
-        demand = inputs.svc_demand_steps
         return cls(
             inputs,
             plan,
@@ -151,11 +176,10 @@ class ReasonContext:
             running_pool=facts.running_pool,
             gang=facts.gang,
             remaining_s=facts.remaining_s,
-            svc_gpr=inputs.svc_gpr.tolist(),
-            svc_demand0=demand[:, 0].tolist() if demand.size else [],
+            svc_gpr=facts.svc_gpr,
+            svc_demand0=facts.svc_demand0,
             svc_covered0=covered0.tolist(),
-            # one argmax for all services: every service shown needs its note, every decision
-            svc_peak_step=demand.argmax(axis=1).tolist() if demand.size else [0] * inputs.n_services,
+            svc_peak_step=facts.svc_peak_step,
             texts=facts.texts,
         )
 
@@ -168,10 +192,8 @@ class ReasonContext:
         return np.bincount(inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names))
 
     def _service_note(self, s: int) -> str:
-        text = self._service_notes.get(s)
-        if text is None:
-            text = self._service_notes[s] = self._make_service_note(s)
-        return text
+        """Service s's forecast as its reasons quote it (made with the facts)."""
+        return self.facts.service_notes[s]
 
     def pool_note(self, p: int) -> str:
         """What holds pool p's GPUs in step 0."""
@@ -179,15 +201,6 @@ class ReasonContext:
         if text is None:
             text = self._pool_notes[p] = self._make_pool_note(p)
         return text
-
-    def _make_service_note(self, s: int) -> str:
-        inp = self.inputs
-        peak = self.svc_peak_step[s]
-        return (
-            f"{inp.service_names[s]} (forecast {inp.svc_quantile[s]} = {self.svc_demand0[s]:.1f} GPUs now, "
-            f"peak {inp.svc_demand_steps[s, peak]:.1f} at {self.facts.hhmm(peak)}; "
-            f"{inp.svc_forecast_model[s]})"
-        )
 
     def _make_pool_note(self, p: int) -> str:
         inp = self.inputs
@@ -211,10 +224,10 @@ class ReasonContext:
         inp, plan = self.inputs, self.plan
         replicas = int(plan.svc_replicas[s, p, 0]) if replicas is None else replicas
         gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
-        # the GPU count and the service's note are looked up here, without the calls (``facts.number``
-        # and ``_service_note`` make them, once; neither text is ever empty)
+        # the GPU count is looked up here, without the call (``facts.number`` makes it, once; the
+        # text is never empty); the service's note was made with the facts
         shown_gpus = self.texts.get(("g", gpus)) or self.facts.number(gpus, "g")
-        note = self._service_notes.get(s) or self._service_note(s)
+        note = self.facts.service_notes[s]
         text = f"{replicas} replicas on {shown_gpus} GPUs in pool {inp.pool_names[p]}: covers {note}"
         gpus_per_replica = self.svc_gpr[s]
         if replicas and gpus + EPS < replicas * gpus_per_replica:

@@ -87,7 +87,8 @@ def round_jobs(
     """
     n_jobs, n_blocks = inputs.n_jobs, inputs.blocks.count
     run_pool = inputs.job_running_pool
-    job_pool = np.full((n_jobs, n_blocks), -1, dtype=np.int64)
+    job_pool = np.empty((n_jobs, n_blocks), dtype=np.int64)
+    job_pool.fill(-1)
     if svc_gpus0 is None:
         svc_gpus0 = np.zeros(inputs.n_pools)
 

@@ -195,7 +195,8 @@ def _place(
     run_pool = inputs.job_running_pool
     running = run_pool >= 0
     not_running = ~running
-    pool0 = np.full(inputs.n_jobs, -1, dtype=np.int64)
+    pool0 = np.empty(inputs.n_jobs, dtype=np.int64)
+    pool0.fill(-1)
     remaining = inputs.job_remaining_s.copy()
     cap = free0.tolist()
     used = [0.0] * inputs.team_quota.size
@@ -213,7 +214,7 @@ def _place(
     # Running jobs: pinned first, then those the plan keeps, by share; the book notes which
     # nodes they keep busy and until when (by their estimates), where the state says.
     nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
-    node_detail = any(free is not None for free in inputs.pool_free_nodes)
+    node_detail = inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes)  # some pool says
     job_nodes = inputs.job_nodes
     _place_kept(
         inputs, lists, keep, run_share, pinned, cap, used, pool0, remaining, nodes if node_detail else None
@@ -246,7 +247,12 @@ def _place(
         if first_dip < run_steps <= last_dip:  # else no pool dips before j ends, or all do
             pools = sorted(pools, key=lambda p: dip_step[p] < run_steps)  # stable: keeps the order
         for p in pools:
-            if cap[p] + EPS >= gangs[j] and nodes.fits(p, gangs[j], rank, start_s):
+            if cap[p] + EPS < gangs[j]:
+                continue
+            if nodes.free[p] is None:  # no node detail: the pool's GPUs decide (the book has nothing to note)
+                place(j, p)
+                return True
+            if nodes.fits(p, gangs[j], rank, start_s):
                 for node in nodes.take(p, gangs[j], rank, start_s):
                     key = (p, node)
                     top_weight[key] = max(top_weight.get(key, -math.inf), rank)

@@ -176,3 +176,20 @@ def test_an_allocation_made_ahead_equals_one_made_after_the_plan() -> None:
     other = build_inputs(cluster, {"chat": forecast("chat", [1.0] * 24)}, NOW, CONFIG)
     with pytest.raises(ValueError, match="other inputs"):
         build_allocation(other, rounded, plan_id="p", policy="t", fallback_reason=None, ahead=ahead)
+
+
+def test_published_records_are_laid_out_as_model_construct_lays_them_out() -> None:
+    """The plan and the allocation are assembled by PartMakers in the schema's field order: the
+    same fields, values, order, fields set and (empty) extras as ``model_construct`` gives."""
+    _, _, inputs, rounded = _inputs_and_plan()
+    plan = _plan(inputs, rounded, PartCache())
+    allocation = build_allocation(inputs, rounded, plan_id="p", policy="t", fallback_reason=None)
+    for record in (plan, allocation):
+        given = {name: getattr(record, name) for name in record.__pydantic_fields_set__}
+        plain = type(record).model_construct(**given)
+        assert list(record.__dict__.items()) == list(plain.__dict__.items())
+        assert record.__pydantic_fields_set__ == plain.__pydantic_fields_set__
+        assert record.__pydantic_extra__ == plain.__pydantic_extra__
+        assert record.__pydantic_private__ == plain.__pydantic_private__
+        assert record == plain and repr(record) == repr(plain)
+        type(record).model_validate(record.model_dump())  # and it is a valid record
