@@ -38,43 +38,50 @@ times inf would be nan), and a sum with a HUGE term still passes any finite row 
 
 class ActivityBounds:
     """The least and greatest activity of every row within the column bounds, as one sparse
-    product: [[P, N], [N, P]] @ [lower; upper], where P holds the matrix's positive entries and N
-    its negative ones (each over the whole pattern, the other sign's entries held as zeros, so an
-    entry changed in place keeps its place)."""
+    product with [lower; upper]: a row's least activity takes each positive entry at its column's
+    lower bound, then each negative entry at its upper bound (in row order within each part); its
+    greatest the other way round. These are the sums of [[P, N], [N, P]] @ [lower; upper] (P the
+    matrix's positive entries, N its negative ones), in the same order, without its zeros. An
+    entry changed in place keeps its two places while its sign stays; a sign change rebuilds."""
 
     def __init__(self, matrix: ColumnMatrix) -> None:
-        n_rows, n_cols, nnz = matrix.n_rows, matrix.indptr.size - 1, matrix.data.size
-        row_ptr, order = matrix.by_row
-        rows = matrix.indices[order]
-        width = np.diff(row_ptr)[rows]
-        first = 2 * row_ptr[rows] + (np.arange(nnz) - row_ptr[rows])  # own-sign block, top half
-        cols = matrix.entry_cols[order]
-        indices = np.empty(4 * nnz, dtype=np.int32)
-        # top rows: P at (row, col), N at (row, n + col); bottom rows: N at (row, col), P at (row, n + col)
-        self._slots = np.empty((4, nnz), dtype=np.int64)  # by entry: P top, N top, N bottom, P bottom
-        self._slots[:, order] = [first, first + width, 2 * nnz + first, 2 * nnz + first + width]
-        indices[first], indices[first + width] = cols, n_cols + cols
-        indices[2 * nnz + first], indices[2 * nnz + first + width] = cols, n_cols + cols
-        indptr = np.concatenate([2 * row_ptr, 2 * nnz + 2 * row_ptr[1:]])
-        self._n_rows = n_rows
-        self._stacked = sparse.csr_matrix(
-            (np.zeros(4 * nnz), indices, indptr), shape=(2 * n_rows, 2 * n_cols)
-        )
-        self.set(np.arange(nnz), matrix.data)
+        self._n_rows, self._n_cols = matrix.n_rows, matrix.indptr.size - 1
+        self._row_ptr, self._order = matrix.by_row  # entries row by row, as positions into data
+        self._rows = matrix.indices[self._order]
+        self._cols = matrix.entry_cols[self._order]
+        self._data = matrix.data.copy()  # by position in the column matrix's data
+        self._build()
+
+    def _build(self) -> None:
+        values = self._data[self._order]
+        negative = values < 0.0
+        nnz = values.size
+        # lexsort is stable and sorts by its last key first: row by row, then the terms taken at
+        # a lower bound (least: positive entries; greatest: negative ones), each part in row order
+        least = np.lexsort((negative, self._rows))
+        greatest = np.lexsort((~negative, self._rows))
+        at_upper = np.concatenate([negative[least], ~negative[greatest]])
+        indices = np.concatenate([self._cols[least], self._cols[greatest]]) + self._n_cols * at_upper
+        indptr = np.concatenate([self._row_ptr, nnz + self._row_ptr[1:]])
+        data = np.concatenate([values[least], values[greatest]])
+        self._product = sparse.csr_matrix((data, indices, indptr), shape=(2 * self._n_rows, 2 * self._n_cols))
+        self._slots = np.empty((2, nnz), dtype=np.int64)  # by entry: its least term, its greatest term
+        self._slots[0, self._order[least]] = np.arange(nnz)
+        self._slots[1, self._order[greatest]] = nnz + np.arange(nnz)
+        self._negative = self._data < 0.0
 
     def set(self, entries: np.ndarray, values: np.ndarray) -> None:
         """Entries (positions in the column matrix's data) now hold ``values``."""
-        positive, negative = np.maximum(values, 0.0), np.minimum(values, 0.0)
-        data = self._stacked.data
-        data[self._slots[0, entries]] = positive
-        data[self._slots[1, entries]] = negative
-        data[self._slots[2, entries]] = negative
-        data[self._slots[3, entries]] = positive
+        self._data[entries] = values
+        if ((values < 0.0) != self._negative[entries]).any():  # a term moves to the other bound
+            self._build()
+        else:
+            self._product.data[self._slots[:, entries]] = values
 
     def __call__(self, lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(least, greatest) activity of each row."""
         bounds = np.clip(np.concatenate([lower, upper]), -HUGE, HUGE)
-        both = self._stacked @ bounds
+        both = self._product @ bounds
         return both[: self._n_rows], both[self._n_rows :]
 
 
@@ -99,26 +106,27 @@ def _gathered(
     """The stored entries in the ranges [starts, ends) (of ``order`` when given) whose other index
     (``other``: their row, or column) the live model holds: (positions in ``data``, live index,
     compressed start of each range)."""
+    width = ends - starts
     bounds = np.zeros(starts.size + 1, dtype=np.int64)
-    np.cumsum(ends - starts, out=bounds[1:])
-    at = np.repeat(starts - bounds[:-1], ends - starts) + np.arange(bounds[-1])
+    width.cumsum(out=bounds[1:])
+    at = (starts - bounds[:-1]).repeat(width) + np.arange(bounds[-1])
     if order is not None:
         at = order[at]
     live = held_at[other[at]]
     keep = live >= 0
     kept = np.zeros(at.size + 1, dtype=np.int32)
-    np.cumsum(keep, out=kept[1:])
+    keep.cumsum(out=kept[1:])
     return at[keep], live[keep], kept[bounds]
 
 
 def column_entries(matrix: ColumnMatrix, cols: np.ndarray, row_at: np.ndarray) -> Entries:
     """The entries of ``cols`` in the rows the live model holds (``row_at`` >= 0)."""
     at, rows, start = _gathered(matrix.indptr[cols], matrix.indptr[cols + 1], None, matrix.indices, row_at)
-    return Entries(start, rows.astype(np.int32), matrix.data[at])
+    return Entries(start, rows, matrix.data[at])  # rows: int32, as row_at is
 
 
 def row_entries(matrix: ColumnMatrix, rows: np.ndarray, col_at: np.ndarray) -> Entries:
     """The entries of ``rows`` in the columns the live model holds (``col_at`` >= 0)."""
     row_ptr, order = matrix.by_row
     at, cols, start = _gathered(row_ptr[rows], row_ptr[rows + 1], order, matrix.entry_cols, col_at)
-    return Entries(start, cols.astype(np.int32), matrix.data[at])
+    return Entries(start, cols, matrix.data[at])  # cols: int32, as col_at is

@@ -60,12 +60,15 @@ def _to_highs_lp(params: Parameters, cols: np.ndarray, rows: np.ndarray, entries
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
-    return np.flatnonzero(new != old).astype(np.int32)
+    """Indices where the value moved (sorted)."""
+    changed: np.ndarray = (new != old).nonzero()[0]
+    return changed
 
 
 def _held(at: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(HiGHS positions, structure indices) of the indices the model holds. ``at`` is int32, as
-    HiGHS takes positions; HiGHS takes a set in any order (it sorts the set with its data)."""
+    HiGHS takes positions (so are the positions); HiGHS takes a set in any order (it sorts the
+    set with its data)."""
     pos = at[idx]
     keep = pos >= 0
     return pos[keep], idx[keep]
@@ -89,8 +92,9 @@ def _append(
 def _changed_pair(
     new_lo: np.ndarray, old_lo: np.ndarray, new_up: np.ndarray, old_up: np.ndarray
 ) -> np.ndarray:
-    """Indices where either bound moved (sorted, int32 as HiGHS takes them)."""
-    return np.flatnonzero((new_lo != old_lo) | (new_up != old_up)).astype(np.int32)
+    """Indices where either bound moved (sorted)."""
+    changed: np.ndarray = ((new_lo != old_lo) | (new_up != old_up)).nonzero()[0]
+    return changed
 
 
 def quiet_highs() -> highspy.Highs:
@@ -260,8 +264,8 @@ class HighsSession:
         slack_basic = np.zeros(keep_row.size, dtype=bool)
         slack_basic[-1 - basic[basic < 0]] = True
         keep_row |= ~slack_basic
-        dead_cols = np.flatnonzero(~keep_col).astype(np.int32)
-        dead_rows = np.flatnonzero(~keep_row).astype(np.int32)
+        dead_cols = (~keep_col).nonzero()[0].astype(np.int32)
+        dead_rows = (~keep_row).nonzero()[0].astype(np.int32)
         self._stuck = dead - dead_cols.size - dead_rows.size
         if dead_cols.size:
             highs.deleteCols(dead_cols.size, dead_cols)
@@ -302,8 +306,8 @@ class HighsSession:
             for row, col, value in zip(*(c.tolist() for c in changed), strict=True):
                 if row_at[row] >= 0 and col_at[col] >= 0:
                     highs.changeCoeff(int(row_at[row]), int(col_at[col]), value)
-        new_rows = np.flatnonzero(live_row & (row_at < 0))
-        new_cols = np.flatnonzero(live_col & (col_at < 0))
+        new_rows = (live_row & (row_at < 0)).nonzero()[0]
+        new_cols = (live_col & (col_at < 0)).nonzero()[0]
         if new_rows.size:
             bounds = (params.row_lower[new_rows], params.row_upper[new_rows])
             entries = row_entries(matrix, new_rows, col_at)

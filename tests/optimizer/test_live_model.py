@@ -84,6 +84,46 @@ def test_activity_bounds_follow_entries_changed_in_place() -> None:
             assert least[row] < -HUGE / 1e3
 
 
+def _summed_as_the_whole_product(matrix: ColumnMatrix, lower: np.ndarray, upper: np.ndarray):  # type: ignore[no-untyped-def]
+    """(least, greatest) as row r of [[P, N], [N, P]] @ [lower; upper] sums them: every entry's
+    positive part, then every entry's negative part (least), in row order, zeros included."""
+    bounds = np.clip(np.concatenate([lower, upper]), -HUGE, HUGE).tolist()
+    n = lower.size
+    least, greatest = [], []
+    for row in range(matrix.n_rows):
+        entries = _row(matrix, row)
+        low = high = 0.0
+        for c, v in entries:
+            low += max(v, 0.0) * bounds[c]
+            high += min(v, 0.0) * bounds[c]
+        for c, v in entries:
+            low += min(v, 0.0) * bounds[n + c]
+            high += max(v, 0.0) * bounds[n + c]
+        least.append(low)
+        greatest.append(high)
+    return np.asarray(least), np.asarray(greatest)
+
+
+def test_activity_bounds_sum_each_row_as_the_whole_sign_split_product_does() -> None:
+    """The product holds each entry's two terms only (no zeros): the sums are bit for bit those
+    of the whole [[P, N], [N, P]] product, also after entries change in place with or without a
+    change of sign."""
+    rng = np.random.default_rng(11)
+    dense = np.where(rng.random((30, 40)) < 0.25, rng.normal(size=(30, 40)), 0.0)
+    matrix = _matrix(dense)
+    lower = np.where(rng.random(40) < 0.2, -INF, rng.random(40) - 0.5)
+    upper = np.where(rng.random(40) < 0.3, INF, lower + rng.random(40) * 4)
+    activity = ActivityBounds(matrix)
+    for flip in (False, True, False):
+        changed = rng.choice(matrix.data.size, 8, replace=False)
+        scale = rng.random(8) + 0.5
+        matrix.data[changed] *= -scale if flip else scale
+        activity.set(changed, matrix.data[changed])
+        least, greatest = activity(lower, upper)
+        expected = _summed_as_the_whole_product(matrix, lower, upper)
+        assert np.array_equal(least, expected[0]) and np.array_equal(greatest, expected[1])
+
+
 def _row(matrix: ColumnMatrix, row: int) -> list[tuple[int, float]]:
     cols = matrix.entry_cols[matrix.indices == row]
     return list(zip(cols.tolist(), matrix.data[matrix.indices == row].tolist(), strict=True))
