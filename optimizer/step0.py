@@ -249,15 +249,14 @@ def _place(
         for p in pools:
             if cap[p] + EPS < gangs[j]:
                 continue
-            if nodes.free[p] is None:  # no node detail: the pool's GPUs decide (the book has nothing to note)
-                place(j, p)
-                return True
-            if nodes.fits(p, gangs[j], rank, start_s):
+            if nodes.free[p] is not None:  # node detail: the book finds the nodes and notes them
+                if not nodes.fits(p, gangs[j], rank, start_s):
+                    continue
                 for node in nodes.take(p, gangs[j], rank, start_s):
                     key = (p, node)
                     top_weight[key] = max(top_weight.get(key, -math.inf), rank)
-                place(j, p)
-                return True
+            place(j, p)
+            return True
         return False
 
     costs: list[StopCosts] = []  # worked out at the first clearing only
