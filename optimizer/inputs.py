@@ -2,8 +2,9 @@
 
 Turns a ClusterState, the services' DemandForecasts and ``now`` into numbers over the horizon's
 time blocks: pool capacity per step (maintenance windows, failures), demand at each service's SLO
-quantile, job gangs, weights, remaining work, allowed pools, running placements. Services without
-a forecast get a seasonal-naive one from their own history. Pure.
+quantile, job gangs, weights, remaining work, allowed pools, running placements. The services'
+part (placement, demand; a seasonal-naive forecast for a service without one) is worked out in
+optimizer/service_inputs.py. Pure.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from functools import cached_property
 
 import numpy as np
 
-from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
 from optimizer.nodes import NodeHolds
+from optimizer.service_inputs import service_demand, service_placement
 from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, PoolState
 
 
@@ -151,46 +152,6 @@ class PlanInputs:
 _ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
-def _demand_curve(
-    state: ClusterState,
-    forecast: DemandForecast | None,
-    service_index: int,
-    quantile: str,
-    steps: int,
-    step_s: int,
-    now: datetime,
-    band_factor: float = 1.0,
-) -> tuple[np.ndarray, str]:
-    service = state.services[service_index]
-    if forecast is None:
-        forecast = seasonal_naive(
-            service.demand_history,
-            cluster=state.cluster,
-            service=service.spec.service,
-            step_s=state.step_s,
-            horizon_steps=max(steps * step_s // state.step_s, 1),
-            issued_at=now,
-        )
-    key = quantile if quantile in forecast.quantiles else "p90"
-    curve = np.asarray(forecast.curve(key), dtype=float)
-    label = f"{forecast.model} {key}"
-    if band_factor != 1.0:
-        # the band scaled by how the source's recent forecasts missed (optimizer/calibration.py)
-        median = np.asarray(forecast.curve("p50"), dtype=float)
-        curve = median + band_factor * (curve - median)
-        label += f" (band x{band_factor:.2f} from recent misses)"
-    if forecast.step_s != step_s:
-        # Resample to the plan's step: the highest value of the forecast steps each plan step spans.
-        times = np.arange(steps) * step_s
-        src = np.minimum((times // forecast.step_s).astype(int), curve.size - 1)
-        width = max(step_s // forecast.step_s, 1)
-        curve = np.asarray([curve[i : i + width].max() for i in src])
-    if curve.size < steps:
-        pad = curve[-1] if curve.size else 0.0
-        curve = np.concatenate([curve, np.full(steps - curve.size, pad)])
-    return np.maximum(curve[:steps], 0.0), label
-
-
 def _pool_capacity(
     pools: Sequence[PoolState], now: datetime, steps: int, step_s: int
 ) -> tuple[np.ndarray, list[str]]:
@@ -213,57 +174,6 @@ def _pool_capacity(
         window_reason.append("; ".join(notes))
     available = np.asarray([float(p.gpus_available) for p in pools]).reshape(-1, 1)
     return np.maximum(np.minimum(avail, available), 0.0), window_reason
-
-
-def _service_placement(state: ClusterState, curve: InterferenceCurve) -> tuple[np.ndarray, ...]:
-    """[S, P] each: pools a service may use, replicas that may share one GPU, capacity lost per
-    extra co-tenant, and replicas running now."""
-    pools, services = state.pools, state.services
-    pool_names = [p.name for p in pools]
-    pool_index = {name: i for i, name in enumerate(pool_names)}
-    specs = [s.spec for s in services]
-    allowed = np.asarray(
-        [[not spec.allowed_pools or name in spec.allowed_pools for name in pool_names] for spec in specs],
-        dtype=bool,
-    ).reshape(len(specs), len(pools))
-    max_share = np.asarray([p.max_share for p in pools], dtype=float)
-    max_cotenants = np.asarray([spec.max_cotenants for spec in specs], dtype=float)
-    tenants = np.minimum(max_share[None, :], max_cotenants[:, None])
-    loss_of_class = {c: 1.0 - curve.efficiency(2.0, [c]) for c in {spec.bandwidth_class for spec in specs}}
-    class_loss = np.asarray([loss_of_class[spec.bandwidth_class] for spec in specs], dtype=float)
-    loss = np.where(tenants > 1, class_loss[:, None], 0.0)
-    replicas_now = np.zeros((len(specs), len(pools)))
-    for s, service in enumerate(services):
-        for pool_name, count in service.replicas.items():
-            if pool_name in pool_index:
-                replicas_now[s, pool_index[pool_name]] = count
-    return allowed, np.maximum(tenants, 1.0), loss, replicas_now
-
-
-def _service_demand(
-    state: ClusterState,
-    forecasts: Mapping[str, DemandForecast],
-    now: datetime,
-    config: PlannerConfig,
-    band_factors: Mapping[str, float] | None,
-) -> tuple[np.ndarray, list[str]]:
-    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor), and the label
-    of the forecast it came from."""
-    steps, step_s = config.horizon_steps, config.step_s
-    demand = np.zeros((len(state.services), steps))
-    models: list[str] = []
-    for s, service in enumerate(state.services):
-        spec = service.spec
-        factor = band_factors.get(spec.service, 1.0) if band_factors else 1.0
-        demand[s], model = _demand_curve(
-            state, forecasts.get(spec.service), s, spec.slo_quantile, steps, step_s, now, factor
-        )
-        if service.demand_history and config.nowcast_steps:
-            # Persistence floor: the next steps need at least what is busy now (forecast misses).
-            lead = min(config.nowcast_steps, steps)
-            demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
-        models.append(model)
-    return demand, models
 
 
 def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.ndarray:
@@ -340,8 +250,8 @@ def build_inputs(
     pools, services = state.pools, state.services
     pool_index = {p.name: i for i, p in enumerate(pools)}
     avail, window_reason = _pool_capacity(pools, now, steps, step_s)
-    svc_allowed, svc_tenants, svc_loss, svc_now = _service_placement(state, curve)
-    demand, models = _service_demand(state, forecasts, now, config, band_factors)
+    svc_allowed, svc_tenants, svc_loss, svc_now = service_placement(state, curve)
+    demand, models = service_demand(state, forecasts, now, config, band_factors)
 
     jobs = [j for j in state.jobs if j.status in _ACTIVE]
     n_jobs = len(jobs)
