@@ -44,9 +44,6 @@ class Blocks:
         dur_s.flags.writeable = False
         return dur_s
 
-    def block_of_step(self) -> np.ndarray:
-        return np.repeat(np.arange(self.count), self.n_steps)
-
 
 def make_blocks(config: PlannerConfig, horizon_steps: int, step_s: int) -> Blocks:
     starts: list[int] = []

@@ -338,7 +338,7 @@ def build_allocation(
     jobs: list[JobDecision] = []
     pool0 = plan.job_pool[:, 0].tolist()
     preempted = plan.preempted.tolist()
-    ids, pools, gangs, running_pool = inputs.job_ids, inputs.pool_names, ctx.gang, ctx.running_pool
+    ids, pools, gangs, running_pool = inputs.job_ids, inputs.pool_names, facts.gang, facts.running_pool
     for j in ctx.facts.active:
         p = pool0[j]
         # fields as _job_decision names them: job_id, action, pool, gpus, reason
@@ -349,7 +349,7 @@ def build_allocation(
                 made = _job_decision(ids[j], JobAction.RUN, pools[p], int(gangs[j]), ctx.run_reason(j, p))
             decision = made
         elif preempted[j]:
-            running_in = pools[ctx.running_pool[j]]
+            running_in = pools[running_pool[j]]
             decision = _job_decision(ids[j], JobAction.PREEMPT, running_in, 0, ctx.preempt_reason(j))
         else:
             decision = _job_decision(ids[j], JobAction.HOLD, None, 0, ctx.hold_reason(j))

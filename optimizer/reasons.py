@@ -130,15 +130,7 @@ class ReasonContext:
     job_gpus0: np.ndarray  # [P] GPUs given to jobs in step 0
     svc_gpus0: np.ndarray  # [S, P]
     free0: np.ndarray  # [P]
-    # the facts' job lists (read here most)
-    running_pool: list[int]
-    gang: list[float]
-    remaining_s: list[float]
-    svc_gpr: list[float]  # [S] GPUs per replica
-    svc_demand0: list[float]  # [S] demand in step 0 at the SLO quantile
     svc_covered0: list[float]  # [S] GPUs the plan gives each service in step 0, all pools
-    svc_peak_step: list[int]  # [S] the step of each service's highest demand (the first of equals)
-    texts: dict[tuple[object, ...], str]  # the facts' texts
     _pool_notes: dict[int, str] = field(default_factory=dict)  # by pool index
     _best: dict[tuple[str, bytes], int] = field(default_factory=dict)
 
@@ -173,14 +165,7 @@ class ReasonContext:
             job_gpus0,
             svc_gpus0,
             free0,
-            running_pool=facts.running_pool,
-            gang=facts.gang,
-            remaining_s=facts.remaining_s,
-            svc_gpr=facts.svc_gpr,
-            svc_demand0=facts.svc_demand0,
             svc_covered0=covered0.tolist(),
-            svc_peak_step=facts.svc_peak_step,
-            texts=facts.texts,
         )
 
     @cached_property
@@ -190,10 +175,6 @@ class ReasonContext:
         placed = self.plan.job_pool[:, 0] if inputs.n_jobs else np.zeros(0, dtype=np.int64)
         on = placed >= 0
         return np.bincount(inputs.job_team[on], weights=inputs.job_gang[on], minlength=len(inputs.team_names))
-
-    def _service_note(self, s: int) -> str:
-        """Service s's forecast as its reasons quote it (made with the facts)."""
-        return self.facts.service_notes[s]
 
     def pool_note(self, p: int) -> str:
         """What holds pool p's GPUs in step 0."""
@@ -210,7 +191,7 @@ class ReasonContext:
         inference = column.sum() if inp.n_services else 0.0
         if inp.n_services and inference > EPS:
             s = int(column.argmax())
-            most = self._service_note(s)
+            most = self.facts.service_notes[s]
             parts.append(f"{number(inference, '.0f')} reserved for inference, most for {most}")
         if self.job_gpus0[p] > 0:
             parts.append(f"{number(self.job_gpus0[p], '.0f')} running jobs")
@@ -226,23 +207,23 @@ class ReasonContext:
         gpus = float(plan.svc_gpus[s, p, 0]) if gpus is None else gpus
         # the GPU count is looked up here, without the call (``facts.number`` makes it, once; the
         # text is never empty); the service's note was made with the facts
-        shown_gpus = self.texts.get(("g", gpus)) or self.facts.number(gpus, "g")
+        shown_gpus = self.facts.texts.get(("g", gpus)) or self.facts.number(gpus, "g")
         note = self.facts.service_notes[s]
         text = f"{replicas} replicas on {shown_gpus} GPUs in pool {inp.pool_names[p]}: covers {note}"
-        gpus_per_replica = self.svc_gpr[s]
+        gpus_per_replica = self.facts.svc_gpr[s]
         if replicas and gpus + EPS < replicas * gpus_per_replica:
             k = replicas * gpus_per_replica / max(gpus, EPS)
             text += (
                 f"; time-sliced {k:.1f} tenants per GPU (limit {inp.svc_tenants[s, p]:.0f}), "
                 f"{inp.svc_loss[s, p] * 100:.1f}% capacity lost per co-tenant"
             )
-        covered, demand = self.svc_covered0[s], self.svc_demand0[s]
+        covered, demand = self.svc_covered0[s], self.facts.svc_demand0[s]
         if covered + EPS < demand:
             text += f"; short by {demand - covered:.1f} GPUs: allowed pools are full"
         return text
 
     def run_reason(self, j: int, p: int) -> str:
-        kept = self.running_pool[j] == p
+        kept = self.facts.running_pool[j] == p
         text = self.facts.run_text(j, p, kept)
         if not kept:
             text += f"; plan share now {self.plan.job_share0[j, p]:.2f}; {self.pool_note(p)}"
@@ -279,7 +260,7 @@ class ReasonContext:
         best = self._best_pool(j)
         if best < 0:
             return "held: no pool matches the job's allowed pools and GPU types"
-        if self.remaining_s[j] <= 0:
+        if self.facts.remaining_s[j] <= 0:
             return "held: no work left by its own estimate"
         team = int(inp.job_team[j])
         b = int(self._first_planned_block[j])
@@ -290,7 +271,7 @@ class ReasonContext:
             )
         else:
             when = "not planned to start within the horizon"
-        gang = self.gang[j]
+        gang = self.facts.gang[j]
         if self.team_used0[team] + gang > inp.team_quota[team] + EPS:
             return (
                 f"held: team {inp.team_names[team]} is at its quota of {inp.team_quota[team]:.0f} GPUs "

@@ -207,9 +207,7 @@ def test_a_service_grows_where_it_runs_when_pools_are_otherwise_equal() -> None:
     for a move; later blocks count what a service adds, not where, so without the preference
     its capacity could wander between equal pools from block to block."""
     curve = [4.0 + 8.0 * min(t, 48) / 48 for t in range(96)]
-    cluster = state(
-        [pool("a", 16), pool("b", 16), pool("c", 16)], [], [service("chat", replicas={"b": 4})]
-    )
+    cluster = state([pool("a", 16), pool("b", 16), pool("c", 16)], [], [service("chat", replicas={"b": 4})])
     decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
     check_plan(cluster, decision, 96, 900)
     for step in decision.plan.steps:

@@ -38,8 +38,8 @@ def test_service_peaks_and_notes_equal_each_services_own_curve() -> None:
         svc_demand_steps=demand,
     )
     ctx = ReasonContext.build(many, rounded)
-    assert ctx.svc_peak_step == [int(demand[s].argmax()) for s in range(n_services)]
-    assert ctx.svc_peak_step[1] == 0
+    assert ctx.facts.svc_peak_step == [int(demand[s].argmax()) for s in range(n_services)]
+    assert ctx.facts.svc_peak_step[1] == 0
     for s in range(n_services):
         curve, peak = demand[s], int(demand[s].argmax())
         at = many.step_start(peak)
@@ -47,7 +47,7 @@ def test_service_peaks_and_notes_equal_each_services_own_curve() -> None:
             f"{many.service_names[s]} (forecast {many.svc_quantile[s]} = {curve[0]:.1f} GPUs now, "
             f"peak {curve[peak]:.1f} at {at:%H:%M}; {many.svc_forecast_model[s]})"
         )
-        assert ctx._service_note(s) == plain
+        assert ctx.facts.service_notes[s] == plain
 
 
 def test_team_gpus_made_on_demand_equal_the_placed_jobs_gangs() -> None:
