@@ -1,6 +1,6 @@
 """The actuator engine: applies one Allocation through any Backend, idempotently and safely.
 
-Place in the loop: ``ControlLoop`` (ebbtide/loop.py) calls ``Actuator.apply(allocation)`` with
+Place in the loop: ``ControlLoop`` (loop/control.py) calls ``Actuator.apply(allocation)`` with
 step 0 of the plan; the returned ``ActuationResult`` records go to the actuation topic.
 
 What the engine guarantees, whatever the backend:

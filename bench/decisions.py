@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ebbtide.gc_tuning import freeze_warm_objects, tune_gc_for_batches
+from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from forecaster.source import SeasonalNaiveSource
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy

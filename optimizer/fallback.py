@@ -15,7 +15,7 @@ import numpy as np
 
 from optimizer.config import PlannerConfig
 from optimizer.inputs import PlanInputs
-from optimizer.policy import Decision
+from loop import Decision
 from optimizer.rounding import RoundedPlan, greedy_service_targets, round_jobs, services_free
 from schemas import (
     Allocation,

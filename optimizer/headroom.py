@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from optimizer.policy import Decision
+from loop import Decision
 from schemas import (
     ClusterState,
     DemandForecast,

@@ -39,7 +39,7 @@ from optimizer.plan_build import (
     build_horizon_plan,
     step_shells,
 )
-from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
+from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
 from optimizer.rounding import RoundedPlan
 from optimizer.slots import SlotTable, into_slots
 from optimizer.solve_highs import HighsSession, SolveOutcome

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ebbtide.loop import ForecastSource
+from loop import ForecastSource
 from forecaster.source import BankForecastSource, SeasonalNaiveSource
 from optimizer.planner import PlannerPolicy
-from optimizer.policy import Policy
+from loop import Policy
 from simulator.cluster import Simulator
 from simulator.forecast_sources import NoForecastSource, OracleSource
 from simulator.policies.fifo import FifoPolicy

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ebbtide.loop import ControlLoop, StepRecord
+from loop import ControlLoop, StepRecord
 from simulator.cluster import Simulator
 from simulator.metrics import RunMetrics, compute_metrics
 from simulator.registry import PolicyFactory

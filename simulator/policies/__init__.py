@@ -1,1 +1,1 @@
-"""Baseline policies (fifo, priority-backfill, reactive), each behind optimizer.policy.Policy."""
+"""Baseline policies (fifo, priority-backfill, reactive), each behind loop.Policy."""

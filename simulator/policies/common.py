@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 from optimizer.nodes import place_gang, reserve_packed
-from optimizer.policy import Decision, config_fingerprint, inputs_digest, plan_id_for
+from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
 from schemas import (
     Allocation,
     ClusterState,

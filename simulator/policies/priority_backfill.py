@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from optimizer.policy import Decision
+from loop import Decision
 from schemas import ClusterState, DemandForecast, JobDecision, JobState, JobStatus, ServiceDecision
 from simulator.policies.common import PoolBook, age_s, decision, hold, reserve_service, run
 

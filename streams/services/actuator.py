@@ -1,6 +1,6 @@
 """The actuator service: applies each Allocation through a backend and publishes ActuationResults.
 
-A thin adapter over an :class:`ebbtide.loop.Actuator` backend (dry-run here; Kubernetes or Slurm
+A thin adapter over an :class:`loop.Actuator` backend (dry-run here; Kubernetes or Slurm
 from actuators/; the simulated cluster in ``ebbtide demo``). Idempotent on (plan_id, target): it
 remembers what it applied, restores that memory at start from its own results on the actuations
 topic, and answers a replayed or duplicated Allocation with ``already-applied`` results without
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ebbtide.loop import Actuator
+from loop import Actuator
 from schemas import ActuationResult, Allocation, JobDecision, ServiceDecision
 from schemas.actuation import Outcome
 from schemas.base import Event

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from confluent_kafka import Message, Producer
 
 from ebbtide.settings import Settings
-from optimizer.policy import Policy
+from loop import Policy
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS

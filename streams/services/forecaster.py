@@ -1,6 +1,6 @@
 """The forecaster service: a DemandForecast per service on every step, and again on drift.
 
-A thin adapter over a :class:`ebbtide.loop.ForecastSource` (the forecaster's model bank when
+A thin adapter over a :class:`loop.ForecastSource` (the forecaster's model bank when
 present, the seasonal-naive floor otherwise). It reads ClusterState snapshots; at a step boundary
 it forecasts every service, issued at the snapshot's ``as_of`` (so the optimizer can pair a state
 with the forecasts made from it). Between steps it re-forecasts a service only when its latest
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ebbtide.loop import ForecastSource
+from loop import ForecastSource
 from schemas import ClusterState, DemandForecast
 from schemas.base import Event
 from schemas.topics import CLUSTER_STATE, FORECASTS, Topic

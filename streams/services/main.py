@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 def _serve_metrics(settings: Settings) -> object | None:
     if not settings.metrics_enabled:
         return None
-    from ebbtide.metrics import serve_metrics
+    from streams.metrics import serve_metrics
 
     return serve_metrics(settings.metrics_port)
 
@@ -48,7 +48,7 @@ def run_collector(settings: Settings, stop: threading.Event) -> int:
     producer = Producer(
         {"bootstrap.servers": settings.kafka.bootstrap_servers, "enable.idempotence": True, "linger.ms": 20}
     )
-    from ebbtide.metrics import METRICS
+    from streams.metrics import METRICS
 
     try:
         while not stop.is_set():
@@ -95,7 +95,7 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
     try:
         if service == "collector":
             return run_collector(settings, stop)
-        from ebbtide.metrics import METRICS
+        from streams.metrics import METRICS
 
         runtime = build_runtime(service, settings, transactions=True, metrics=METRICS)
         log.info(

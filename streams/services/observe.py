@@ -1,7 +1,7 @@
-"""What the stream services tell Prometheus: a thin bridge from loop events to ebbtide.metrics.
+"""What the stream services tell Prometheus: a thin bridge from loop events to streams.metrics.
 
 The runtime hands every decoded input, every output and every dead letter to :class:`ServiceMetrics`;
-it calls the matching ``record_*`` helper of :class:`ebbtide.metrics.EbbtideMetrics` (the one place
+it calls the matching ``record_*`` helper of :class:`streams.metrics.EbbtideMetrics` (the one place
 metrics are defined). Consumer lag is read from the consumer's positions and cached watermarks.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ebbtide.metrics import EbbtideMetrics, forecast_step_index
+from streams.metrics import EbbtideMetrics, forecast_step_index
 from schemas import (
     ActuationResult,
     ClusterState,

@@ -1,6 +1,6 @@
 """The optimizer service: re-plans on each ClusterState and publishes the HorizonPlan and Allocation.
 
-A thin adapter over a :class:`optimizer.policy.Policy`. A snapshot at a step boundary waits (up
+A thin adapter over a :class:`loop.Policy`. A snapshot at a step boundary waits (up
 to ``forecast_wait_s``) for the forecasts issued from it, so a replay pairs the same inputs and
 the policy's deterministic plan id comes out the same; a snapshot between steps (a significant
 event: high-priority job, lost capacity, a forecast miss) is planned at once with the latest
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from optimizer.policy import Decision, Policy
+from loop import Decision, Policy
 from schemas import ClusterState, DemandForecast
 from schemas.base import Event
 from schemas.topics import ALLOCATIONS, CLUSTER_STATE, FORECASTS, PLANS, Topic

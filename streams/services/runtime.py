@@ -37,7 +37,7 @@ from confluent_kafka import (
 )
 from pydantic import ValidationError
 
-from ebbtide.gc_tuning import freeze_warm_objects, tune_gc_for_batches
+from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from schemas.base import Event
 from schemas.codec import DecodeError, describe, encode
 from schemas.topics import DEAD_LETTERS, Topic

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ebbtide.loop import Clock
+from loop import Clock
 from schemas import (
     Allocation,
     ClusterState,

@@ -23,11 +23,11 @@ from typing import Any
 
 import yaml
 
-from ebbtide.loop import Actuator, Clock, ForecastSource
-from ebbtide.metrics import EbbtideMetrics
+from loop import Actuator, Clock, ForecastSource
+from streams.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, SettingsError
 from forecaster.source import SeasonalNaiveSource
-from optimizer.policy import Decision, Policy
+from loop import Decision, Policy
 from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CATALOGUE, CLUSTER_STATE

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
-from ebbtide.metrics import EbbtideMetrics
+from streams.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, load_settings
 from schemas import ClusterState
 from schemas.codec import encode

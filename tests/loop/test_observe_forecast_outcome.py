@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
-from ebbtide.metrics import EbbtideMetrics
+from streams.metrics import EbbtideMetrics
 from schemas import DemandForecast, DemandSample
 from streams.services.observe import ServiceMetrics
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ebbtide.metrics import COMPONENTS, DEFAULT_METRICS_PORT
+from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate missing: run scripts/install_deploy_tools.sh"

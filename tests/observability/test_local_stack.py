@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from ebbtide.metrics import COMPONENTS, DEFAULT_METRICS_PORT
+from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
 from ebbtide.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The metric helpers of ebbtide/metrics.py: what a service records is what a scrape shows."""
+"""The metric helpers of streams/metrics.py: what a service records is what a scrape shows."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ebbtide.metrics import (
+from streams.metrics import (
     EbbtideMetrics,
     ebbtide_metric_names,
     forecast_step_index,
     partition_lag_messages,
     serve_metrics,
 )
-from optimizer.policy import Decision
+from loop import Decision
 from schemas import (
     ActuationResult,
     Allocation,

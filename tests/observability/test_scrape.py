@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ebbtide.metrics import EbbtideMetrics, serve_metrics
-from optimizer.policy import Decision
+from streams.metrics import EbbtideMetrics, serve_metrics
+from loop import Decision
 from schemas import Allocation, HorizonPlan, PlanStep, ServiceDecision, SolverInfo
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]

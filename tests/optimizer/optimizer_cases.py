@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
-from optimizer.policy import Decision
+from loop import Decision
 from schemas import (
     Allocation,
     ClusterState,

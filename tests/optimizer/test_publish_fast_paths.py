@@ -27,7 +27,7 @@ from optimizer.plan_build import (
     build_allocation,
     build_horizon_plan,
 )
-from optimizer.policy import Decision
+from loop import Decision
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
 from schemas import JobAction, PlanStep, ServiceCapacity, SolverInfo

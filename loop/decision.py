@@ -1,8 +1,7 @@
-"""The one Policy interface every allocator implements (ebbtide, oracle and the baselines).
+"""A Decision (the whole HorizonPlan and the Allocation of step 0) and its identity.
 
-A policy turns a cluster snapshot and the services' demand forecasts into a Decision: the whole
-HorizonPlan and the Allocation of step 0. Policy settings go in the constructor; nothing
-dispatches on a policy's name. Pure: no I/O and no clock reads (``now`` is an argument).
+Every policy, the planner and the baselines alike, names its plans here: the same inputs give the
+same digest, so the same plan id, which is what makes actuation idempotent on (plan_id, target).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -23,20 +21,6 @@ from schemas import Allocation, ClusterState, DemandForecast, HorizonPlan
 class Decision:
     plan: HorizonPlan
     allocation: Allocation
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """Decides one step. ``name`` labels its output; it is never used to choose behaviour."""
-
-    name: str
-
-    def decide(
-        self,
-        state: ClusterState,
-        forecasts: Mapping[str, DemandForecast],
-        now: datetime,
-    ) -> Decision: ...
 
 
 def inputs_digest(
@@ -52,8 +36,7 @@ def inputs_digest(
 
 
 def _json_bytes(event: BaseModel) -> bytes:
-    """The event's JSON exactly as ``model_dump_json()`` writes it, as the UTF-8 bytes pydantic
-    produces (model_dump_json decodes them to a str, which would only be encoded again)."""
+    """The event's JSON exactly as ``model_dump_json()`` writes it, as UTF-8 bytes."""
     return event.__pydantic_serializer__.to_json(event)
 
 

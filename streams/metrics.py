@@ -36,7 +36,7 @@ from prometheus_client import (
 )
 from prometheus_client.registry import Collector
 
-from optimizer.policy import Decision
+from loop import Decision
 from schemas import (
     ActuationResult,
     ClusterState,

@@ -1,9 +1,13 @@
-"""The control loop's one step, shared by production and the simulator.
+"""The control loop's one step, as the simulator runs it.
 
-Each step: read the clock, take a state snapshot, get forecasts, let the policy decide, hand
-the decision to the sink (a Kafka publisher in production, nothing in the simulator) and the
-Allocation to the actuator. Only the clock, the sources and the actuator are injected; there is
-no ``if simulate:`` anywhere. The planner never waits on an actuator beyond handing it the step.
+Each step: read the clock, take a state snapshot, get forecasts, let the policy decide, hand the
+decision to the sink and the Allocation to the actuator. Only the clock, the sources and the
+actuator are injected; there is no ``if simulate:`` anywhere.
+
+In production the same parts run split across processes: the stream services (streams/services/)
+each hold one stage of this step (state, forecaster, optimizer, actuator) with Kafka topics
+between them, and call the same ports (``ForecastSource``, ``Policy``, ``Actuator``) with the same
+records. What is shared is the ports and the records, not this function.
 """
 
 from __future__ import annotations
@@ -12,30 +16,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
-from optimizer.policy import Decision, Policy
-from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
-
-
-class Clock(Protocol):
-    def now(self) -> datetime: ...
-
-
-class StateSource(Protocol):
-    def snapshot(self, now: datetime) -> ClusterState: ...
-
-
-class ForecastSource(Protocol):
-    def forecasts(self, state: ClusterState, now: datetime) -> Mapping[str, DemandForecast]: ...
-
-
-class Actuator(Protocol):
-    def apply(self, allocation: Allocation) -> Sequence[ActuationResult]: ...
-
-
-class DecisionSink(Protocol):
-    def publish(self, decision: Decision, forecasts: Mapping[str, DemandForecast]) -> None: ...
+from loop.decision import Decision
+from loop.ports import Actuator, Clock, DecisionSink, ForecastSource, Policy, StateSource
+from schemas import ActuationResult, DemandForecast
 
 
 class NullSink:

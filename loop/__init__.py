@@ -1,0 +1,26 @@
+"""The loop's ports and its step: the bottom layer above schemas/.
+
+Everything that takes part in the control loop implements a port defined here (the simulator, the
+stream services, the actuators, the planner and the baselines) and imports down to it; this
+package imports only schemas/.
+"""
+
+from loop.control import ControlLoop, NullSink, StepRecord
+from loop.decision import Decision, config_fingerprint, inputs_digest, plan_id_for
+from loop.ports import Actuator, Clock, DecisionSink, ForecastSource, Policy, StateSource
+
+__all__ = [
+    "Actuator",
+    "Clock",
+    "ControlLoop",
+    "Decision",
+    "DecisionSink",
+    "ForecastSource",
+    "NullSink",
+    "Policy",
+    "StateSource",
+    "StepRecord",
+    "config_fingerprint",
+    "inputs_digest",
+    "plan_id_for",
+]
