@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from forecaster.source import SeasonalNaiveSource
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
@@ -39,6 +38,7 @@ from schemas import (
     ServiceSpec,
     ServiceState,
 )
+from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 
 START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 

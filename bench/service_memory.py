@@ -41,8 +41,8 @@ from schemas import (
 )
 from schemas.codec import encode
 from schemas.topics import ALLOCATIONS, DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
-from streams.services.wiring import ensure_topics
 from streams.state_diff import gpu_samples_of
+from streams.topics_admin import ensure_catalogue
 
 SERVICES = ("state", "forecaster", "optimizer", "actuator")
 CLUSTER = "bench-mem"
@@ -187,7 +187,7 @@ def service_memory_run(
 ) -> ServiceMemory:
     """Run the four services as processes for ``seconds`` of steady load; their peak RSS."""
     prefix = f"mem-{uuid.uuid4().hex[:6]}."
-    ensure_topics(bootstrap, prefix)
+    ensure_catalogue(bootstrap, prefix)
     seed = memory_cluster(datetime.now(UTC))
     result = ServiceMemory()
     with tempfile.TemporaryDirectory(prefix="ebbtide-mem-") as tmp:

@@ -28,13 +28,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import Consumer, Producer
 from rich.console import Console
 from rich.table import Table
 
 from bench.service_memory import ServiceMemory, service_memory_run
-from ebbtide.settings import Settings, load_settings
+from loop import Clock, Policy
 from schemas import (
     Allocation,
     ClusterState,
@@ -50,8 +51,9 @@ from schemas.topics import ALLOCATIONS, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
 from streams.broker_tansu import start_tansu
 from streams.services.optimizer import OptimizerProcessor
-from streams.services.wiring import Parts, build_runtime, ensure_topics
+from streams.services.runtime import ServiceRuntime
 from streams.state_diff import gpu_samples_of
+from streams.topics_admin import ensure_catalogue
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -75,26 +77,26 @@ class FixedClock:
         return self.when
 
 
-def _settings(bootstrap: str, prefix: str) -> Settings:
-    return load_settings(
-        cluster="bench",
-        step_s=900,
-        horizon_steps=8,
-        metrics_enabled=False,
-        kafka={
-            "bootstrap_servers": bootstrap,
-            "topic_prefix": prefix,
-            "group_prefix": prefix,
-            "batch_size": 20_000,
-            "poll_timeout_s": 0.05,
-        },
-        optimizer={"transactions": "off", "forecast_wait_s": 0.5},
-    )
+class RuntimeBuilder(Protocol):
+    """Builds one stream service as ``ebbtide run`` would, on the bench's broker and topic prefix
+    (the composition root passes ``ebbtide.bench_wiring.bench_runtime``)."""
+
+    def __call__(
+        self,
+        service: str,
+        bootstrap: str,
+        prefix: str,
+        *,
+        clock: Clock,
+        seed: ClusterState,
+        replan_on_events: bool,
+        policy: Policy | None = None,
+    ) -> ServiceRuntime: ...
 
 
-def ingest_run(bootstrap: str, events: int) -> float:
+def ingest_run(build: RuntimeBuilder, bootstrap: str, events: int) -> float:
     prefix = f"bench-{uuid.uuid4().hex[:6]}."
-    ensure_topics(bootstrap, prefix)
+    ensure_catalogue(bootstrap, prefix)
     seed = bench_seed(gpus=1024)
     producer = Producer(
         {
@@ -117,10 +119,13 @@ def ingest_run(bootstrap: str, events: int) -> float:
                 break
         minute += 1
     producer.flush(60)
-    runtime = build_runtime(
+    runtime = build(
         "state",
-        _settings(bootstrap, prefix),
-        Parts(clock=FixedClock(T0 - timedelta(days=1)), seed=seed, replan_on_events=False),
+        bootstrap,
+        prefix,
+        clock=FixedClock(T0 - timedelta(days=1)),
+        seed=seed,
+        replan_on_events=False,
     )
     try:
         # Join the group first (not part of the measured ingest).
@@ -143,14 +148,20 @@ class LatencyResult:
     samples: int
 
 
-def latency_run(bootstrap: str, samples: int) -> LatencyResult:
+def latency_run(build: RuntimeBuilder, bootstrap: str, samples: int) -> LatencyResult:
     prefix = f"bench-{uuid.uuid4().hex[:6]}."
-    ensure_topics(bootstrap, prefix)
+    ensure_catalogue(bootstrap, prefix)
     seed = bench_seed(gpus=64)
-    settings = _settings(bootstrap, prefix)
-    parts = Parts(clock=FixedClock(T0), seed=seed, policy=FifoPolicy(), replan_on_events=True)
     runtimes = {
-        name: build_runtime(name, settings, parts)
+        name: build(
+            name,
+            bootstrap,
+            prefix,
+            clock=FixedClock(T0),
+            seed=seed,
+            policy=FifoPolicy(),
+            replan_on_events=True,
+        )
         for name in ("state", "forecaster", "optimizer", "actuator")
     }
     stop = threading.Event()
@@ -228,6 +239,7 @@ SERVICE_RSS_TARGET_MIB = 300.0
 
 
 def main(
+    build: RuntimeBuilder,
     events: int = 200_000,
     runs: int = 3,
     json_path: Path | None = None,
@@ -249,11 +261,11 @@ def main(
         rates, p50s, p99s = [], [], []
         for run in range(runs):
             with console.status(f"run {run + 1}/{runs}: ingest of {events:,} GpuSamples..."):
-                rates.append(ingest_run(broker.bootstrap, events))
+                rates.append(ingest_run(build, broker.bootstrap, events))
             with console.status(
                 f"run {run + 1}/{runs}: event-to-Allocation latency ({latency_samples} jobs)..."
             ):
-                lat = latency_run(broker.bootstrap, latency_samples)
+                lat = latency_run(build, broker.bootstrap, latency_samples)
             p50s.append(lat.p50_ms)
             p99s.append(lat.p99_ms)
             console.print(

@@ -47,7 +47,7 @@ def run(
         raise typer.Exit(2)
     with _bad_settings_exit():
         settings = load_settings(config)
-    from streams.services.main import run_service
+    from ebbtide.services import run_service
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -81,8 +81,9 @@ def bench_stream(
 ) -> None:
     """Stream benchmarks: telemetry ingest rate and event-to-Allocation latency on a local broker."""
     from bench.stream_bench import main
+    from ebbtide.bench_wiring import bench_runtime
 
-    sys.exit(main(events=events, runs=runs, json_path=json_path))
+    sys.exit(main(bench_runtime, events=events, runs=runs, json_path=json_path))
 
 
 def register(app: typer.Typer) -> None:

@@ -88,6 +88,7 @@ def describe_step(view: Any) -> str:
 
 
 def run_demo(steps: int, settings: Settings, out_dir: Path, console: Console) -> DemoResult:
+    from ebbtide.demo_wiring import demo_services
     from simulator.cluster import Simulator
     from simulator.metrics import compute_metrics
     from simulator.registry import baseline_factories
@@ -128,8 +129,9 @@ def run_demo(steps: int, settings: Settings, out_dir: Path, console: Console) ->
         )
         run = run_demo_loop(
             sim,
-            run_settings,
-            policy,
+            demo_services(sim, run_settings, policy),
+            bootstrap=broker.bootstrap,
+            prefix=run_settings.kafka.topic_prefix,
             steps=sim.steps,
             on_step=lambda view: console.print(describe_step(view)),
         )

@@ -20,6 +20,7 @@ from datetime import datetime
 
 import numpy as np
 
+from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
 from optimizer.alongside import Alongside
 from optimizer.basis_carry import carried_indices
 from optimizer.calibration import BandCalibrator
@@ -39,7 +40,6 @@ from optimizer.plan_build import (
     build_horizon_plan,
     step_shells,
 )
-from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
 from optimizer.rounding import RoundedPlan
 from optimizer.slots import SlotTable, into_slots
 from optimizer.solve_highs import HighsSession, SolveOutcome

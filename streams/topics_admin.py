@@ -160,3 +160,8 @@ def partition_counts(bootstrap: str, names: Iterable[str], timeout_s: float = 10
     admin = admin_client(bootstrap)
     metadata = admin.list_topics(timeout=timeout_s)
     return {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics}
+
+
+def ensure_catalogue(bootstrap: str, prefix: str = "") -> None:
+    """Create every catalogue topic (under ``prefix``) that is missing; safe to call again."""
+    ensure_topics(bootstrap, [prefixed(t, prefix) for t in CATALOGUE], tolerate_config_errors=True)

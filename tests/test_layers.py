@@ -16,11 +16,22 @@ def test_import_contracts_kept() -> None:
     result = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "broken" in result.stdout and "0 broken" in result.stdout
+    assert "the loop's layers KEPT" in result.stdout  # the whole order is checked, not only bans
 
 
 def test_every_module_has_a_docstring() -> None:
     missing = []
-    packages = ("schemas", "streams", "forecaster", "optimizer", "actuators", "simulator", "ebbtide", "bench")
+    packages = (
+        "schemas",
+        "loop",
+        "streams",
+        "forecaster",
+        "optimizer",
+        "actuators",
+        "simulator",
+        "ebbtide",
+        "bench",
+    )
     for package in packages:
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text().lstrip()
@@ -41,7 +52,7 @@ def test_ruff_clean() -> None:
 
 def test_pure_parts_type_check_strict() -> None:
     result = subprocess.run(
-        [_tool("mypy"), "schemas", "forecaster", "optimizer"],
+        [_tool("mypy"), "schemas", "loop", "forecaster", "optimizer"],
         cwd=ROOT,
         capture_output=True,
         text=True,

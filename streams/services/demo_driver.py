@@ -4,8 +4,9 @@ Each step: the simulator's snapshot becomes wire events (streams.state_diff) pro
 job-event, demand and telemetry topics; once the state service has read them, the demo clock
 moves to the step boundary, the state service publishes the ClusterState, the forecaster and the
 optimizer answer, and the actuator applies the Allocation to the simulator (its backend here).
-Then the simulator integrates the step. Every service is the same object ``ebbtide run`` starts;
-only the clock and the actuator backend are the simulator's.
+Then the simulator integrates the step. Every service is the same object ``ebbtide run`` starts
+(built by the composition root, ebbtide/demo_wiring.py); only the clock and the actuator backend
+are the simulator's.
 """
 
 from __future__ import annotations
@@ -15,20 +16,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from confluent_kafka import Message, Producer
 
-from ebbtide.settings import Settings
-from loop import Policy
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from streams.services.runtime import ServiceRuntime
-from streams.services.wiring import Parts, build_runtime, ensure_topics, run_threads
-from streams.state_diff import events_between, seed_of
-
-SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
+from streams.services.threads import run_threads
+from streams.state_diff import events_between
 
 
 class DemoError(RuntimeError):
@@ -122,84 +119,73 @@ def _delivered(offsets: dict[tuple[str, int], int]) -> Callable[[object, Message
     return callback
 
 
+@dataclass
+class DemoServices:
+    """The four stream services of the demo, built by the composition root around the simulator."""
+
+    runtimes: dict[str, ServiceRuntime]
+    backend: SimulatorBackend
+    feed_clock: FeedClock
+    decision_ms: list[float]
+
+
+class StepFeed:
+    """Produces each step's events and waits until the state service has read them all."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self.prefix = prefix
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.produced = 0
+
+    def publish(self, previous: ClusterState | None, state: ClusterState) -> None:
+        jobs, demand, gpus = events_between(previous, state)
+        on_delivery = _delivered(self.offsets)
+        for source, events in ((JOB_EVENTS, jobs), (DEMAND_SAMPLES, demand), (GPU_SAMPLES, gpus)):
+            for event in events:
+                self.producer.produce(
+                    self.prefix + source.name, encode(event), key=event.key.encode(), on_delivery=on_delivery
+                )
+                self.produced += 1
+                self.producer.poll(0)
+        if self.producer.flush(30):
+            raise DemoError("the broker did not acknowledge the step's events within 30 s")
+
+    def wait_read(self, state_rt: ServiceRuntime, failures: list[str], deadline: float) -> None:
+        while any(state_rt.stats.positions.get(k, 0) < v for k, v in self.offsets.items()):  # prefixed names
+            _check(failures, deadline, "the state service to read the step's events")
+            time.sleep(0.005)
+
+
 def run_demo_loop(
     sim: object,
-    settings: Settings,
-    policy: Policy,
+    services: DemoServices,
     *,
+    bootstrap: str,
+    prefix: str,
     steps: int,
     on_step: Callable[[StepView], None] | None = None,
     step_timeout_s: float = 120.0,
 ) -> DemoRun:
-    """Drive ``steps`` steps of ``sim`` through the services on ``settings.kafka.bootstrap_servers``."""
-    bootstrap = settings.kafka.bootstrap_servers
-    prefix = settings.kafka.topic_prefix
-    ensure_topics(bootstrap, prefix)
+    """Drive ``steps`` steps of ``sim`` through ``services`` over the broker at ``bootstrap``."""
     first = sim.snapshot(sim.clock.now())  # type: ignore[attr-defined]
-    cluster = first.cluster
-    feed_clock = FeedClock(first.as_of - timedelta(seconds=first.step_s))
-    backend = SimulatorBackend(sim, cluster)
-    run = DemoRun()
-    decision_ms = run.decision_ms
-    parts = Parts(
-        clock=feed_clock,
-        seed=seed_of(first),
-        policy=policy,
-        backend=backend,
-        backend_name="simulator",
-        replan_on_events=False,
-        on_decision=lambda decision, state, seconds: decision_ms.append(seconds * 1000.0),
-    )
-    runtimes: dict[str, ServiceRuntime] = {
-        name: build_runtime(name, settings, parts) for name in SERVICE_ORDER
-    }
-    state_rt = runtimes["state"]
+    run = DemoRun(decision_ms=services.decision_ms)
     failures: list[str] = []
     stop = threading.Event()
+    runtimes = services.runtimes
     threads = run_threads(runtimes, stop, on_error=lambda name, exc: failures.append(f"{name}: {exc}"))
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    offsets: dict[tuple[str, int], int] = {}
-    on_delivery = _delivered(offsets)
+    feed = StepFeed(bootstrap, prefix)
     previous: ClusterState | None = None
     try:
         for index in range(steps):
             t0 = time.perf_counter()
             state = first if index == 0 else sim.snapshot(sim.clock.now())  # type: ignore[attr-defined]
-            jobs, demand, gpus = events_between(previous, state)
-            for source, events in ((JOB_EVENTS, jobs), (DEMAND_SAMPLES, demand), (GPU_SAMPLES, gpus)):
-                for event in events:
-                    producer.produce(
-                        prefix + source.name, encode(event), key=event.key.encode(), on_delivery=on_delivery
-                    )
-                    run.produced_events += 1
-                    producer.poll(0)
-            if producer.flush(30):
-                raise DemoError("the broker did not acknowledge the step's events within 30 s")
+            feed.publish(previous, state)
             deadline = time.monotonic() + step_timeout_s
-            while any(state_rt.stats.positions.get(k, 0) < v for k, v in offsets.items()):  # prefixed names
-                _check(failures, deadline, "the state service to read the step's events")
-                time.sleep(0.005)
-            feed_clock.set(state.as_of)
-            allocation = backend.allocation_for(state.as_of)
-            while allocation is None:
-                _check(failures, deadline, f"the Allocation for {state.as_of.isoformat()}")
-                time.sleep(0.005)
-                allocation = backend.allocation_for(state.as_of)
-            forecaster = runtimes["forecaster"].processor
-            forecasts = {svc: f for (c, svc), f in getattr(forecaster, "latest", {}).items() if c == cluster}
-            view = StepView(
-                index=index + 1,
-                total=steps,
-                as_of=state.as_of,
-                allocation=allocation,
-                state=state,
-                forecasts=forecasts,
-                demand_gpus={
-                    s.spec.service: (s.demand_history[-1] if s.demand_history else 0.0)
-                    for s in state.services
-                },
-                step_wall_s=time.perf_counter() - t0,
-            )
+            feed.wait_read(runtimes["state"], failures, deadline)
+            services.feed_clock.set(state.as_of)
+            allocation = _wait_allocation(services.backend, state.as_of, failures, deadline)
+            view = _step_view(index, steps, state, allocation, runtimes, time.perf_counter() - t0)
             run.steps.append(view)
             if on_step is not None:
                 on_step(view)
@@ -209,20 +195,60 @@ def run_demo_loop(
         stop.set()
         for thread in threads:
             thread.join(timeout=15)
-        producer.flush(5)
-        run.service_stats = {
-            name: {
-                "consumed": rt.stats.consumed,
-                "produced": rt.stats.produced,
-                "dead_lettered": rt.stats.dead_lettered,
-                "commits": rt.stats.commits,
-            }
-            for name, rt in runtimes.items()
-        }
-        run.dead_letters = sum(rt.stats.dead_lettered for rt in runtimes.values())
-        del producer, runtimes, threads, state_rt
+        feed.producer.flush(5)
+        run.produced_events = feed.produced
+        _record_stats(run, runtimes)
+        del feed, threads
         gc.collect()  # destroy the Kafka clients before the caller stops the broker
     return run
+
+
+def _wait_allocation(
+    backend: SimulatorBackend, when: datetime, failures: list[str], deadline: float
+) -> Allocation:
+    allocation = backend.allocation_for(when)
+    while allocation is None:
+        _check(failures, deadline, f"the Allocation for {when.isoformat()}")
+        time.sleep(0.005)
+        allocation = backend.allocation_for(when)
+    return allocation
+
+
+def _step_view(
+    index: int,
+    total: int,
+    state: ClusterState,
+    allocation: Allocation,
+    runtimes: dict[str, ServiceRuntime],
+    wall_s: float,
+) -> StepView:
+    forecaster = runtimes["forecaster"].processor
+    latest = getattr(forecaster, "latest", {})
+    return StepView(
+        index=index + 1,
+        total=total,
+        as_of=state.as_of,
+        allocation=allocation,
+        state=state,
+        forecasts={svc: f for (c, svc), f in latest.items() if c == state.cluster},
+        demand_gpus={
+            s.spec.service: (s.demand_history[-1] if s.demand_history else 0.0) for s in state.services
+        },
+        step_wall_s=wall_s,
+    )
+
+
+def _record_stats(run: DemoRun, runtimes: dict[str, ServiceRuntime]) -> None:
+    run.service_stats = {
+        name: {
+            "consumed": rt.stats.consumed,
+            "produced": rt.stats.produced,
+            "dead_lettered": rt.stats.dead_lettered,
+            "commits": rt.stats.commits,
+        }
+        for name, rt in runtimes.items()
+    }
+    run.dead_letters = sum(rt.stats.dead_lettered for rt in runtimes.values())
 
 
 def _check(failures: list[str], deadline: float, what: str) -> None:

@@ -1,7 +1,7 @@
 """Reading a topic back from its start: how services restore what they published before a restart.
 
 Place in the loop: at start-up only. The state service reads its last ClusterState back from the
-compacted cluster-state topic, the actuator its own results (streams.services.wiring).
+compacted cluster-state topic, the actuator its own results (ebbtide.wiring).
 """
 
 from __future__ import annotations

@@ -19,16 +19,17 @@ from datetime import datetime, timedelta
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
-from streams.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, load_settings
+from ebbtide.wiring import Parts, build_runtime
 from schemas import ClusterState
 from schemas.codec import encode
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
+from streams.metrics import EbbtideMetrics
 from streams.services.actuator import DryRunBackend
 from streams.services.runtime import ServiceRuntime
-from streams.services.wiring import Parts, build_runtime, ensure_topics
 from streams.state_diff import events_between, seed_of
+from streams.topics_admin import ensure_catalogue
 
 
 class ManualClock:
@@ -130,7 +131,7 @@ class Loop:
             runtime.close()
 
     def start_all(self) -> None:
-        ensure_topics(self.bootstrap, self.prefix)
+        ensure_catalogue(self.bootstrap, self.prefix)
         for name in ("state", "forecaster", "optimizer", "actuator"):
             self.start(name)
 

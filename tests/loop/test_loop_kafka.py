@@ -28,7 +28,7 @@ from schemas.topics import (
     JOB_EVENTS,
 )
 from streams.services.runtime import read_topic_to_end
-from streams.services.wiring import ensure_topics
+from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -100,7 +100,7 @@ def test_optimizer_killed_mid_step_loses_no_allocation_and_nothing_is_applied_tw
 ):
     states = _states(4)
     loop = new_loop(kafka_broker.bootstrap, topic_prefix, states[0], transactions=kafka_broker.transactions)
-    ensure_topics(kafka_broker.bootstrap, topic_prefix)
+    ensure_catalogue(kafka_broker.bootstrap, topic_prefix)
     for name in ("state", "forecaster", "actuator"):
         loop.start(name)
     optimizer = loop.start_process("optimizer")  # `ebbtide run optimizer`, a real process

@@ -45,7 +45,7 @@ def test_headroom_is_lent_unless_nothing_can_take_it_back(monkeypatch):
 
 
 def test_the_decision_budget_reaches_the_planner_and_a_bad_one_is_named(monkeypatch):
-    from streams.services.wiring import default_policy
+    from ebbtide.wiring import default_policy
 
     monkeypatch.setenv("EBBTIDE_OPTIMIZER__DECISION_BUDGET_S", "2.5")
     policy = default_policy(load_settings())
@@ -54,6 +54,24 @@ def test_the_decision_budget_reaches_the_planner_and_a_bad_one_is_named(monkeypa
     with pytest.raises(SettingsError) as err:
         load_settings()
     assert "optimizer.decision_budget_s [EBBTIDE_OPTIMIZER__DECISION_BUDGET_S]" in str(err.value)
+
+
+def test_a_planner_that_cannot_load_stops_the_service_and_says_why(monkeypatch):
+    """No silent stand-in: without the planner the optimizer exits, it never plans with fifo."""
+    import sys
+    import threading
+
+    from ebbtide.services import EXIT_NO_PLANNER, run_service
+    from ebbtide.wiring import PlannerUnavailable, default_policy
+
+    monkeypatch.setitem(sys.modules, "optimizer.planner", None)  # import fails as if not installed
+    with pytest.raises(PlannerUnavailable) as err:
+        default_policy(load_settings())
+    assert "the ebbtide planner cannot be loaded" in str(err.value)
+    monkeypatch.setattr("ebbtide.services.answers_metadata", lambda bootstrap, timeout_s: True)
+    monkeypatch.setattr("ebbtide.services.serve_metrics", lambda port: None)
+    settings = load_settings(kafka={"create_topics": False}, metrics_enabled=False)
+    assert run_service("optimizer", settings, threading.Event()) == EXIT_NO_PLANNER
 
 
 def test_a_bad_config_file_is_named(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""Wiring of the stream services: settings in, a runnable ServiceRuntime out (composition of streams/).
+"""Wiring of the stream services: settings in, a runnable ServiceRuntime out (the composition root).
 
 ``ebbtide run <service>`` and ``ebbtide demo`` both build their services here, so a service run
 alone and a service in the demo are the same object with different injected parts (clock,
@@ -14,8 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,14 +21,13 @@ from typing import Any
 
 import yaml
 
-from loop import Actuator, Clock, ForecastSource
-from streams.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, SettingsError
-from forecaster.source import SeasonalNaiveSource
-from loop import Decision, Policy
+from forecaster.source import BankForecastSource
+from loop import Actuator, Clock, Decision, ForecastSource, Policy
 from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
-from schemas.topics import ACTUATIONS, CATALOGUE, CLUSTER_STATE
+from schemas.topics import ACTUATIONS, CLUSTER_STATE
+from streams.metrics import EbbtideMetrics
 from streams.services.actuator import ActuatorProcessor, DryRunBackend
 from streams.services.forecaster import ForecasterProcessor
 from streams.services.observe import ServiceMetrics
@@ -46,14 +43,6 @@ SERVICES = ("collector", "state", "forecaster", "optimizer", "actuator")
 class WallClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-
-def ensure_topics(bootstrap: str, prefix: str = "") -> None:
-    """Create every catalogue topic (under ``prefix``) that is missing; safe to call again."""
-    from streams.topics_admin import ensure_topics as create
-    from streams.topics_admin import prefixed
-
-    create(bootstrap, [prefixed(t, prefix) for t in CATALOGUE], tolerate_config_errors=True)
 
 
 def default_seed(settings: Settings) -> ClusterState:
@@ -93,17 +82,21 @@ def load_seed(settings: Settings) -> ClusterState:
         raise SettingsError(f"setting cluster_spec [EBBTIDE_CLUSTER_SPEC]: {path}: {detail}") from None
 
 
+class PlannerUnavailable(RuntimeError):
+    """The planner (optimizer/ with Pyomo and HiGHS) cannot be loaded: the service must not run
+    with another policy in its place, so it stops and says why."""
+
+
 def default_policy(settings: Settings) -> Policy:
-    """The ebbtide planner when it is installed, else the fifo baseline so the loop still runs."""
+    """The ebbtide planner, configured from the settings; never a silent stand-in."""
     try:
+        from optimizer.config import PlannerConfig
         from optimizer.planner import PlannerPolicy
-    except ImportError:
-        from simulator.policies.fifo import FifoPolicy
-
-        log.warning("optimizer.planner is not available: planning with the fifo baseline")
-        return FifoPolicy()
-    from optimizer.config import PlannerConfig
-
+    except ImportError as exc:
+        raise PlannerUnavailable(
+            f"the ebbtide planner cannot be loaded ({exc}); reinstall ebbtide with its dependencies "
+            "(./scripts/bootstrap.sh, or pip install ebbtide): the optimizer will not plan with a baseline"
+        ) from exc
     config = PlannerConfig(
         lend_headroom=settings.lends_headroom(), time_limit_s=settings.optimizer.decision_budget_s
     )
@@ -111,11 +104,7 @@ def default_policy(settings: Settings) -> Policy:
 
 
 def default_forecast_source(settings: Settings) -> ForecastSource:
-    """The forecaster's model bank (refits inline when due), else the seasonal-naive floor."""
-    try:
-        from forecaster.source import BankForecastSource
-    except ImportError:
-        return SeasonalNaiveSource(horizon_steps=settings.horizon_steps)
+    """The forecaster's model bank (refits inline when due)."""
     return BankForecastSource(horizon_s=settings.horizon_steps * settings.step_s)
 
 
@@ -226,26 +215,3 @@ def build_runtime(
         transactional_id=f"{kafka.group_prefix}.{service}.{settings.cluster}" if use_tx else None,
         topic_prefix=kafka.topic_prefix,
     )
-
-
-def run_threads(
-    runtimes: dict[str, ServiceRuntime],
-    stop: threading.Event,
-    on_error: Callable[[str, BaseException], None] | None = None,
-) -> list[threading.Thread]:
-    """Run each runtime in its own daemon thread until ``stop`` is set."""
-    threads = []
-    for name, runtime in runtimes.items():
-
-        def target(rt: ServiceRuntime = runtime, label: str = name) -> None:
-            try:
-                rt.run(stop)
-            except BaseException as exc:  # report and let the caller stop the rest
-                log.exception("service %s failed", label)
-                if on_error is not None:
-                    on_error(label, exc)
-
-        thread = threading.Thread(target=target, name=f"ebbtide-{name}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads

@@ -1,0 +1,39 @@
+"""The demo's services: the four stream services of ``ebbtide run``, around a simulated cluster.
+
+The same ``build_runtime`` as production, with the simulator's clock (moved by the driver to each
+step boundary) and the simulator as the actuator backend.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ebbtide.settings import Settings
+from ebbtide.wiring import Parts, build_runtime
+from loop import Policy
+from simulator.cluster import Simulator
+from streams.services.demo_driver import DemoServices, FeedClock, SimulatorBackend
+from streams.state_diff import seed_of
+from streams.topics_admin import ensure_catalogue
+
+SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
+
+
+def demo_services(sim: Simulator, settings: Settings, policy: Policy) -> DemoServices:
+    """Create the topics and build the services the driver runs, in their threads' order."""
+    ensure_catalogue(settings.kafka.bootstrap_servers, settings.kafka.topic_prefix)
+    first = sim.snapshot(sim.clock.now())
+    feed_clock = FeedClock(first.as_of - timedelta(seconds=first.step_s))
+    backend = SimulatorBackend(sim, first.cluster)
+    decision_ms: list[float] = []
+    parts = Parts(
+        clock=feed_clock,
+        seed=seed_of(first),
+        policy=policy,
+        backend=backend,
+        backend_name="simulator",
+        replan_on_events=False,
+        on_decision=lambda decision, state, seconds: decision_ms.append(seconds * 1000.0),
+    )
+    runtimes = {name: build_runtime(name, settings, parts) for name in SERVICE_ORDER}
+    return DemoServices(runtimes=runtimes, backend=backend, feed_clock=feed_clock, decision_ms=decision_ms)

@@ -1,0 +1,114 @@
+"""Running one service as a process: ``ebbtide run <service>`` lands here.
+
+Creates the topics if asked, serves /metrics, builds the service from settings (ebbtide.wiring)
+and runs it until the stop event is set. The collector is a producer only
+(streams.services.collector): it reads NVML, or the seed cluster's GPUs when asked, every
+``interval_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from datetime import datetime
+
+from ebbtide.settings import Settings
+from ebbtide.wiring import PlannerUnavailable, WallClock, build_runtime, load_seed
+from schemas import GpuSample
+from streams.broker import answers_metadata
+from streams.metrics import METRICS, serve_metrics
+from streams.services.collector import Sampler
+from streams.services.collector import run_collector as produce_samples
+from streams.services.nvml_reader import NvmlReader, NvmlUnavailable, open_nvml
+from streams.state_diff import gpu_samples_of
+from streams.topics_admin import ensure_catalogue
+
+log = logging.getLogger(__name__)
+
+EXIT_NO_NVML = 3
+EXIT_NO_BROKER = 4
+EXIT_NO_PLANNER = 5
+
+
+def _sampler(settings: Settings) -> tuple[Sampler, NvmlReader | None]:
+    """What the collector reads: NVML on this node, or the seed cluster's GPUs (``simulated``)."""
+    collector = settings.collector
+    if collector.source == "nvml":
+        reader = NvmlReader(
+            open_nvml(), settings.cluster, collector.pool, collector.node or socket.gethostname()
+        )
+        return reader.read, reader
+    seed = load_seed(settings)
+
+    def simulated(now: datetime) -> list[GpuSample]:
+        return list(gpu_samples_of(seed.model_copy(update={"as_of": now})))
+
+    return simulated, None
+
+
+def run_collector(settings: Settings, stop: threading.Event) -> int:
+    try:
+        sample, reader = _sampler(settings)
+    except NvmlUnavailable as exc:
+        print(f"collector: {exc}", flush=True)
+        return EXIT_NO_NVML
+    try:
+        return produce_samples(
+            sample,
+            WallClock(),
+            bootstrap=settings.kafka.bootstrap_servers,
+            topic_prefix=settings.kafka.topic_prefix,
+            interval_s=settings.collector.interval_s,
+            stop=stop,
+            metrics=METRICS,
+        )
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if service == "collector" and settings.collector.source == "nvml":
+        try:  # fail on a machine without GPUs before touching the broker
+            open_nvml().nvmlShutdown()
+        except NvmlUnavailable as exc:
+            print(f"collector: {exc}", flush=True)
+            return EXIT_NO_NVML
+    bootstrap = settings.kafka.bootstrap_servers
+    if not answers_metadata(bootstrap, timeout_s=10.0):
+        print(
+            f"{service}: no Kafka broker answers at {bootstrap} "
+            "(setting kafka.bootstrap_servers [EBBTIDE_KAFKA__BOOTSTRAP_SERVERS])",
+            flush=True,
+        )
+        return EXIT_NO_BROKER
+    if settings.kafka.create_topics:
+        ensure_catalogue(bootstrap, settings.kafka.topic_prefix)
+    endpoint = serve_metrics(settings.metrics_port) if settings.metrics_enabled else None
+    try:
+        if service == "collector":
+            return run_collector(settings, stop)
+        return _run_stream_service(service, settings, stop)
+    except PlannerUnavailable as exc:
+        print(f"{service}: {exc}", flush=True)
+        return EXIT_NO_PLANNER
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+
+
+def _run_stream_service(service: str, settings: Settings, stop: threading.Event) -> int:
+    runtime = build_runtime(service, settings, transactions=True, metrics=METRICS)
+    log.info(
+        "%s: consuming %s as group %s",
+        service,
+        ", ".join(t.name for t in runtime.processor.inputs),
+        runtime.group_id,
+    )
+    started = time.monotonic()
+    runtime.run(stop)
+    log.info("%s: stopped after %.0f s (%s)", service, time.monotonic() - started, runtime.stats)
+    return 0
