@@ -10,11 +10,18 @@ Heavy imports happen inside the command so ``ebbtide --help`` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from simulator.demand import traces_dir
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from forecaster.backtest import BacktestResult
+    from forecaster.clean import CleanSeries
 
 app = typer.Typer(no_args_is_help=True, help="demand forecaster: backtests")
 
@@ -105,16 +112,7 @@ def backtest(
     ] = None,
 ) -> None:
     """Rolling-origin backtest: one origin a day, 24-hour-ahead forecasts, per-model scores."""
-    import json
-    import time
-
-    import numpy as np
     from rich.console import Console
-    from rich.progress import Progress
-    from rich.table import Table
-
-    from forecaster.backtest import AUTO, rolling_origin_backtest
-    from forecaster.clean import HistoryError, clean_series
 
     console = Console()
     if console.width < 110:
@@ -122,15 +120,45 @@ def backtest(
     path = file or traces_dir() / GENTD26_HOURLY
     if not path.is_file():
         raise typer.BadParameter(f"FILE: {path} does not exist")
-    times, values = load_series(path, time_column, value_column, scale, where, time_unit_s)
+    series = _clean_or_exit(load_series(path, time_column, value_column, scale, where, time_unit_s), console)
+    series_name = name or path.stem
+    result = _run_backtest(series, series_name, min_history_days, max_origins, console)
+    console.print(_score_table(result, series_name, series.step_s))
+    summary = _timings(result)
+    console.print(f"selected per origin: {', '.join(result.selected)}")
+    console.print(
+        f"fit (select + calibrate) median {summary['fit_ms_p50']:.0f} ms; "
+        f"step forecast p99 {summary['forecast_ms_p99']:.1f} ms"
+    )
+    _plot(result, png, f"{series_name}: selected model, 80%/90% bands, 24 h ahead from daily origins")
+    console.print(f"wrote {png}")
+    if json_path is not None:
+        _write_json(json_path, series_name, result, summary)
+        console.print(f"wrote {json_path}")
+
+
+def _clean_or_exit(raw: tuple[list[float], list[float]], console: Console) -> CleanSeries:
+    from forecaster.clean import HistoryError, clean_series
+
     try:
-        series = clean_series(times, values)
+        series = clean_series(*raw)
     except HistoryError as exc:
         console.print(f"[red]rejected: {exc}[/red]")
         raise typer.Exit(2) from exc
     for note in series.notes:
         console.print(f"[yellow]cleaned: {note}[/yellow]")
-    series_name = name or path.stem
+    return series
+
+
+def _run_backtest(
+    series: CleanSeries, series_name: str, min_history_days: float, max_origins: int, console: Console
+) -> BacktestResult:
+    import time
+
+    from rich.progress import Progress
+
+    from forecaster.backtest import rolling_origin_backtest
+
     try:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"backtest {series_name}", total=None)
@@ -151,7 +179,13 @@ def backtest(
             f"after {min_history_days} days of history[/red]"
         )
         raise typer.Exit(2)
-    table = Table(title=f"{series_name}: {len(result.origins)} origins, step {series.step_s} s, 24 h ahead")
+    return result
+
+
+def _score_table(result: BacktestResult, series_name: str, step_s: int) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"{series_name}: {len(result.origins)} origins, step {step_s} s, 24 h ahead")
     for column in ("model", "origins", "rel MAE", "MAE", "pinball", "cover 80%", "cover 90%"):
         table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
     for model in result.model_names():
@@ -167,31 +201,33 @@ def backtest(
             f"{score.coverage_80:.3f}",
             f"{score.coverage_90:.3f}",
         )
-    console.print(table)
+    return table
+
+
+def _timings(result: BacktestResult) -> dict[str, float]:
+    import numpy as np
+
+    return {
+        "fit_ms_p50": float(np.median(result.fit_ms)),
+        "forecast_ms_p99": float(np.quantile(result.forecast_ms, 0.99)),
+    }
+
+
+def _write_json(json_path: Path, series_name: str, result: BacktestResult, timings: dict[str, float]) -> None:
+    import json
+
+    from forecaster.backtest import AUTO
+
     auto = result.score(AUTO)
     assert auto is not None
-    fit_ms_p50 = float(np.median(result.fit_ms))
-    forecast_ms_p99 = float(np.quantile(result.forecast_ms, 0.99))
-    console.print(f"selected per origin: {', '.join(result.selected)}")
-    console.print(
-        f"fit (select + calibrate) median {fit_ms_p50:.0f} ms; step forecast p99 {forecast_ms_p99:.1f} ms"
-    )
-    _plot(result, png, f"{series_name}: selected model, 80%/90% bands, 24 h ahead from daily origins")
-    console.print(f"wrote {png}")
-    if json_path is not None:
-        payload = {
-            "series": {
-                series_name: {
-                    "model": result.selected[-1],
-                    "rel_mae": auto.rel_mae,
-                    "coverage_90": auto.coverage_90,
-                    "coverage_80": auto.coverage_80,
-                    "pinball": auto.pinball,
-                    "forecast_ms_p99": forecast_ms_p99,
-                    "fit_ms_p50": fit_ms_p50,
-                }
-            }
-        }
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(payload, indent=2) + "\n")
-        console.print(f"wrote {json_path}")
+    scores = {
+        "model": result.selected[-1],
+        "rel_mae": auto.rel_mae,
+        "coverage_90": auto.coverage_90,
+        "coverage_80": auto.coverage_80,
+        "pinball": auto.pinball,
+        "forecast_ms_p99": timings["forecast_ms_p99"],
+        "fit_ms_p50": timings["fit_ms_p50"],
+    }
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps({"series": {series_name: scores}}, indent=2) + "\n")
