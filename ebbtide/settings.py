@@ -13,7 +13,12 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from actuators.factory import ActuatorConfig
 
@@ -127,30 +132,19 @@ class Settings(BaseSettings):
         return value
 
 
-class _YamlSource(PydanticBaseSettingsSource):
-    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
-        super().__init__(settings_cls)
-        self._data = data
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._data)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _yaml_source(settings_cls: type[BaseSettings], path: Path) -> YamlConfigSettingsSource:
+    """pydantic-settings' own YAML source for ``--config``, with its failures named."""
+    if not path.is_file():
+        raise SettingsError(f"--config: file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SettingsError(f"--config: file {path} does not exist") from None
+        source = YamlConfigSettingsSource(settings_cls, yaml_file=path)
     except yaml.YAMLError as exc:
         raise SettingsError(f"--config: {path} is not valid YAML: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise SettingsError(f"--config: {path} must hold a mapping of settings, not {type(data).__name__}")
-    return data
+    except (TypeError, ValueError, AttributeError):
+        source = None
+    if source is None or not isinstance(source.yaml_data, dict):
+        raise SettingsError(f"--config: {path} must hold a mapping of settings")
+    return source
 
 
 def _describe(error: ValidationError) -> str:
@@ -167,7 +161,6 @@ def _describe(error: ValidationError) -> str:
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     """Settings from keyword overrides, then the environment, then ``config`` (YAML), then defaults."""
-    file_data = _read_yaml(config) if config is not None else {}
 
     class _Loaded(Settings):
         @classmethod
@@ -179,7 +172,9 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, _YamlSource(settings_cls, file_data))
+            if config is None:
+                return (init_settings, env_settings)
+            return (init_settings, env_settings, _yaml_source(settings_cls, config))
 
     try:
         loaded = _Loaded(**overrides)
