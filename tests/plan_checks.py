@@ -62,8 +62,8 @@ def check_plan(st: ClusterState, decision: Decision, horizon_steps: int, step_s:
             assert step0[d.job_id].pool == d.pool
         else:
             assert d.job_id not in step0
-    for d in alloc.services:
-        assert d.reason
+    for service in alloc.services:
+        assert service.reason
     assert alloc.fallback == plan.solver.fallback
     if alloc.fallback:
         assert alloc.fallback_reason and plan.solver.fallback_reason

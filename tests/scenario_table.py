@@ -21,6 +21,7 @@ from plan_checks import check_plan
 from loop import Decision, Policy
 from optimizer.planner import PlannerPolicy
 from schemas import (
+    BandwidthClass,
     ClusterState,
     DemandForecast,
     JobAction,
@@ -58,7 +59,7 @@ class Service:
     min_replicas: int = 0
     latency_critical: bool = False
     max_cotenants: int = 1
-    bandwidth_class: str = "medium"
+    bandwidth_class: BandwidthClass = "medium"
     slo_quantile: str = "p90"
 
 
@@ -150,7 +151,7 @@ def build_service(s: Service) -> ServiceState:
         min_replicas=s.min_replicas,
         latency_critical=s.latency_critical,
         max_cotenants=s.max_cotenants,
-        bandwidth_class=s.bandwidth_class,  # type: ignore[arg-type]
+        bandwidth_class=s.bandwidth_class,
         slo_quantile=s.slo_quantile,
     )
     history = {} if s.history is None else {"demand_history": list(s.history)}
