@@ -4,7 +4,8 @@ every capacity invariant still holds, including the one after a full take-back."
 
 from __future__ import annotations
 
-from optimizer_cases import check_plan, forecast, job, pool, service, state
+from optimizer_cases import forecast, job, pool, service, state
+from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy

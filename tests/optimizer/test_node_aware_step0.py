@@ -1,46 +1,70 @@
 """Node-aware step 0: with the nodes each running job holds, the planner stops the jobs that are
 cheapest to lose to empty whole nodes for a gang, and backfills held nodes with work that ends
-before they drain (EASY backfill)."""
+before they drain (EASY backfill). The planner's decisions are a scenario table (rows of
+tests/scenario_table.py); below it, unit tests of the node book and the clearing search."""
 
 from __future__ import annotations
 
-from optimizer_cases import NOW, check_plan, job, pool, state
+import pytest
+from scenario_table import Job, Pool, Scenario, build_state, preempt, run, run_scenario
 
 from optimizer.inputs import running_job_nodes
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook
-from optimizer.planner import PlannerPolicy
-from schemas import ClusterState, JobAction
+
+TWO_NODES_WITH_2_FREE = Pool("a", 16, gpus_per_node=8, free_by_node=(2, 2), node_names=("n0", "n1"))
 
 
-def _placed_fragmented(checkpoints_gpu_s: list[float]) -> ClusterState:
-    """Two 8-GPU nodes, three 2-GPU jobs of weight 1 on each (2 GPUs free per node), and an
-    8-GPU gang of weight 10 waiting; small-0..2 sit on n0, small-3..5 on n1."""
-    running = [
-        job(
-            f"small-{i}", 2, hours=6.0, running_in="a", restart_cost_s=60.0, since_checkpoint_gpu_s=s
-        ).model_copy(update={"nodes": {"n0" if i < 3 else "n1": 2}})
-        for i, s in enumerate(checkpoints_gpu_s)
-    ]
-    nodes = pool("a", 16).model_copy(
-        update={"gpus_per_node": 8, "free_gpus_by_node": [2, 2], "node_names": ["n0", "n1"]}
+def small_jobs(checkpoints_gpu_s: tuple[float, ...]) -> tuple[Job, ...]:
+    """Three 2-GPU jobs of weight 1 on each node (small-0..2 on n0, small-3..5 on n1), each with
+    the work it would lose if stopped now."""
+    return tuple(
+        Job(
+            f"small-{i}",
+            2,
+            hours=6.0,
+            running_in="a",
+            nodes={"n0" if i < 3 else "n1": 2},
+            restart_cost_s=60.0,
+            since_checkpoint_gpu_s=lost,
+        )
+        for i, lost in enumerate(checkpoints_gpu_s)
     )
-    return state([nodes], [*running, job("urgent", 8, weight=10.0, hours=2.0)])
 
 
-def test_the_gang_starts_on_the_node_cheapest_to_empty() -> None:
-    # the jobs on n1 have just checkpointed: stopping them loses the least
-    cluster = _placed_fragmented([3600.0, 3600.0, 3600.0, 0.0, 0.0, 0.0])
-    decision = PlannerPolicy().decide(cluster, {}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    jobs = {d.job_id: d for d in decision.allocation.jobs}
-    assert jobs["urgent"].action == JobAction.RUN
-    stopped = sorted(j for j, d in jobs.items() if d.action == JobAction.PREEMPT)
-    assert stopped == ["small-3", "small-4", "small-5"]
+URGENT_GANG = Job("urgent", 8, weight=10.0, hours=2.0)
+
+SCENARIOS = [
+    Scenario(
+        "gang-starts-on-n1-whose-jobs-just-checkpointed",
+        pools=(TWO_NODES_WITH_2_FREE,),
+        jobs=(*small_jobs((3600.0, 3600.0, 3600.0, 0.0, 0.0, 0.0)), URGENT_GANG),
+        want_jobs={
+            "urgent": run("a"),
+            **{f"small-{i}": run("a") for i in range(3)},
+            **{f"small-{i}": preempt() for i in range(3, 6)},
+        },
+    ),
+    Scenario(
+        "gang-starts-on-n0-whose-jobs-just-checkpointed",
+        pools=(TWO_NODES_WITH_2_FREE,),
+        jobs=(*small_jobs((0.0, 0.0, 0.0, 3600.0, 3600.0, 3600.0)), URGENT_GANG),
+        want_jobs={
+            "urgent": run("a"),
+            **{f"small-{i}": preempt() for i in range(3)},
+            **{f"small-{i}": run("a") for i in range(3, 6)},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("row", SCENARIOS, ids=lambda row: row.id)
+def test_node_aware_step0_decides(row: Scenario) -> None:
+    run_scenario(row)
 
 
 def test_running_job_nodes_map_names_to_free_list_indices() -> None:
-    cluster = _placed_fragmented([0.0] * 6)
+    cluster = build_state(SCENARIOS[0])
     placed = running_job_nodes(cluster.pools, cluster.jobs)
     assert placed["small-0"] == {0: 2}
     assert placed["small-5"] == {1: 2}

@@ -1,177 +1,157 @@
-"""Scenario tests on small hand-made clusters: the decisions themselves and their reasons."""
+"""Scenario table of the planner's decisions on small hand-made clusters (tests/scenario_table.py):
+each row is pools, services with their forecasts, jobs, and the decisions and reason fragments
+that ``PlannerPolicy`` with its default ``PlannerConfig`` must publish. Below the table, the few
+behaviour tests that are not one decision on one state."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from optimizer_cases import NOW, check_plan, forecast, job, pool, service, state
+import pytest
+from optimizer_cases import NOW, job, pool, service, state
+from plan_checks import check_plan
+from scenario_table import Job, Pool, Scenario, Serve, Service, hold, preempt, run, run_scenario
 
 from optimizer.planner import PlannerPolicy
-from schemas import JobAction, JobStatus
+from schemas import JobAction
+
+DAY_BUSY_THEN_NIGHT = (14.0,) * 32 + (2.0,) * 64  # 14 of 16 GPUs until 20:00, then 2
+RISING_THROUGH_THE_DAY = tuple(4.0 + 8.0 * min(t, 48) / 48 for t in range(96))
+FLAT_LOW = (0.3,) * 96
+
+SCENARIOS = [
+    Scenario(
+        "high-priority-job-is-admitted-first",
+        pools=(Pool("a", 8),),
+        jobs=(
+            Job("old-low", 8, weight=1.0, submitted_min_ago=120),
+            Job("new-high", 8, weight=5.0, submitted_min_ago=1),
+        ),
+        want_jobs={
+            "new-high": run("a"),
+            "old-low": hold("needs a gang of 8 GPUs", starts="held: planned to start at"),
+        },
+    ),
+    Scenario(
+        "batch-moves-into-the-night-trough",
+        pools=(Pool("a", 16),),
+        services=(Service("chat", replicas={"a": 14}, forecast=DAY_BUSY_THEN_NIGHT),),
+        jobs=(Job("train", 8, hours=3.0),),
+        # in the trough (20:00 = step 32), at the latest one coarse block (3 h) into it
+        want_jobs={"train": hold("planned to start at", "chat", first_step_in=(32, 32 + 12))},
+        want_services={"chat": Serve(covers_forecast=True)},
+    ),
+    Scenario(
+        "receding-horizon-starts-the-batch-when-the-trough-is-step-0",
+        pools=(Pool("a", 16),),
+        services=(Service("chat", replicas={"a": 14}, forecast=DAY_BUSY_THEN_NIGHT[32:] + (14.0,) * 32),),
+        jobs=(Job("train", 8, hours=3.0),),
+        at_min=8 * 60,
+        want_jobs={"train": run()},
+    ),
+    Scenario(
+        "job-runs-now-when-the-trough-is-now",
+        pools=(Pool("a", 16),),
+        services=(Service("chat", replicas={"a": 2}, forecast=(2.0,) * 16 + (14.0,) * 80),),
+        jobs=(Job("train", 8, hours=2.0),),
+        want_jobs={"train": run()},
+    ),
+    Scenario(
+        # 10 replicas on 8 GPUs, and a job waiting for GPUs: only sharing makes room
+        "latency-critical-service-is-never-time-sliced-beyond-its-limit",
+        pools=(Pool("shared", 8, max_share=4),),
+        services=(
+            Service("critical", min_replicas=3, latency_critical=True, max_cotenants=1, forecast=FLAT_LOW),
+            Service("tolerant", min_replicas=3, max_cotenants=4, bandwidth_class="low", forecast=FLAT_LOW),
+            Service("pair", min_replicas=4, latency_critical=True, max_cotenants=2, forecast=FLAT_LOW),
+        ),
+        jobs=(Job("train", 2),),
+        want_jobs={"train": run()},
+        want_services={
+            "critical": Serve(replicas=3, gpus=3.0),
+            "tolerant": Serve(replicas=3, gpus_below=3.0, says=("time-sliced",)),
+            "pair": Serve(replicas=4, gpus_at_least=2.0, gpus_below=4.0),
+        },
+    ),
+    Scenario(
+        # chat needs 6 GPUs: 16 - 8 - 2 = 6 leaves no room for 'low'
+        "rising-demand-preempts-the-lowest-value-job-with-a-reason",
+        pools=(Pool("a", 16),),
+        services=(Service("chat", replicas={"a": 2}, forecast=(6.0,) * 96),),
+        jobs=(
+            Job("low", 4, weight=1.0, running_in="a"),
+            Job("high", 8, weight=5.0, running_in="a"),
+            Job("pinned", 2, weight=1.0, running_in="a", preemptible=False),
+        ),
+        want_jobs={"low": preempt("chat"), "high": run(), "pinned": run()},
+        want_services={"chat": Serve(gpus_at_least=6.0, says=("forecast p90 = 6.0",))},
+    ),
+    Scenario(
+        "quota-holds-a-job-and-says-so",
+        pools=(Pool("a", 32),),
+        jobs=(Job("a1", 8, team="ml", running_in="a"), Job("a2", 8, team="ml")),
+        quotas={"ml": 8},
+        want_jobs={"a2": hold("quota of 8 GPUs")},
+    ),
+    Scenario(
+        # two non-preemptible jobs hold 12 GPUs but a failure left 8 in service: infeasible
+        "infeasible-state-publishes-a-flagged-greedy-fallback",
+        pools=(Pool("a", 16, available=8),),
+        jobs=(
+            Job("n1", 6, running_in="a", preemptible=False),
+            Job("n2", 6, running_in="a", preemptible=False),
+        ),
+        want_jobs={"n1": run(), "n2": run()},
+        want_fallback=True,
+        fallback_says=("Infeasible", "a greedy plan"),
+        plan_invariants=False,
+    ),
+    Scenario(
+        # the jobs started on a good plan; a node failure then leaves 6 GPUs for 8 GPUs of
+        # non-preemptible jobs: the last plan, shifted by one step, is published, flagged
+        "fallback-after-a-good-plan-shifts-that-plan",
+        previous=Scenario(
+            "a-good-plan-starts-every-job",
+            pools=(Pool("a", 16),),
+            services=(Service("chat", replicas={"a": 4}, forecast=(4.0,) * 96),),
+            jobs=(Job("j1", 4, preemptible=False), Job("j2", 4, preemptible=False), Job("j3", 2)),
+            want_jobs={"j1": run(), "j2": run(), "j3": run()},
+        ),
+        pools=(Pool("a", 16, available=6),),
+        services=(Service("chat", replicas={"a": 4}, forecast=(4.0,) * 96),),
+        jobs=(
+            Job("j1", 4, preemptible=False, running_in="a", started_min_ago=0),
+            Job("j2", 4, preemptible=False, running_in="a", started_min_ago=0),
+            Job("j3", 2),
+        ),
+        at_min=15,
+        want_jobs={"j1": run(), "j2": run()},
+        want_fallback=True,
+        fallback_says=("Infeasible", "shifted by one step"),
+        plan_invariants=False,
+    ),
+    Scenario(
+        # the forecast has another step, a shorter horizon and no p95 curve
+        "bad-forecast-shape-never-escapes-the-loop",
+        pools=(Pool("a", 8),),
+        services=(
+            Service("chat", replicas={"a": 1}, slo_quantile="p95", forecast=(3.0,) * 5, forecast_step_s=300),
+        ),
+        jobs=(Job("j", 2),),
+        want_jobs={"j": run()},
+    ),
+    Scenario(
+        # later blocks count what a service adds, not where: without the stay preference its
+        # capacity could wander between equal pools from block to block
+        "service-grows-where-it-runs-when-pools-are-otherwise-equal",
+        pools=(Pool("a", 16), Pool("b", 16), Pool("c", 16)),
+        services=(Service("chat", replicas={"b": 4}, forecast=RISING_THROUGH_THE_DAY),),
+        want_services={"chat": Serve(covers_forecast=True, only_in=("b",))},
+    ),
+]
 
 
-def by_id(decision):
-    return {d.job_id: d for d in decision.allocation.jobs}
-
-
-def test_high_priority_job_is_admitted_first() -> None:
-    cluster = state(
-        [pool("a", 8)],
-        [
-            job("old-low", 8, weight=1.0, submitted_min_ago=120),
-            job("new-high", 8, weight=5.0, submitted_min_ago=1),
-        ],
-    )
-    decision = PlannerPolicy().decide(cluster, {}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    jobs = by_id(decision)
-    assert jobs["new-high"].action == JobAction.RUN and jobs["new-high"].pool == "a"
-    assert jobs["old-low"].action == JobAction.HOLD
-    assert jobs["old-low"].reason.startswith("held: planned to start at")
-    assert "needs a gang of 8 GPUs" in jobs["old-low"].reason
-
-
-def test_batch_moves_into_the_night_trough() -> None:
-    # Inference holds 14 of 16 GPUs for the next 8 hours, then falls to 2 GPUs (night).
-    curve = [14.0] * 32 + [2.0] * 64
-    cluster = state([pool("a", 16)], [job("train", 8, hours=3.0)], [service("chat", replicas={"a": 14})])
-    decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    held = by_id(decision)["train"]
-    assert held.action == JobAction.HOLD
-    assert "planned to start at" in held.reason and "chat" in held.reason
-    running_steps = [s.index for s in decision.plan.steps if any(p.job_id == "train" for p in s.jobs)]
-    # in the trough (20:00), at the latest one coarse block (3 h) into it
-    assert running_steps and 32 <= min(running_steps) <= 32 + 12
-    # inference is covered at its forecast throughout
-    for step in decision.plan.steps:
-        assert sum(c.gpus for c in step.services if c.service == "chat") >= curve[step.index] - 1e-6
-    # Receding horizon: at 20:00 the trough is step 0, and the job starts.
-    at_night = NOW + timedelta(hours=8)
-    night = state([pool("a", 16)], [job("train", 8, hours=3.0)], [service("chat", replicas={"a": 14})])
-    night = night.model_copy(update={"as_of": at_night})
-    later = PlannerPolicy().decide(night, {"chat": forecast("chat", curve[32:] + [14.0] * 32)}, at_night)
-    assert by_id(later)["train"].action == JobAction.RUN
-
-
-def test_job_runs_now_when_the_trough_is_now() -> None:
-    curve = [2.0] * 16 + [14.0] * 80
-    cluster = state([pool("a", 16)], [job("train", 8, hours=2.0)], [service("chat", replicas={"a": 2})])
-    decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
-    assert by_id(decision)["train"].action == JobAction.RUN
-
-
-def test_latency_critical_service_is_never_time_sliced_beyond_its_limit() -> None:
-    # 10 replicas on 8 GPUs, and a job waiting for GPUs: only sharing makes room.
-    cluster = state(
-        [pool("shared", 8, max_share=4)],
-        [job("train", 2)],
-        services=[
-            service("critical", min_replicas=3, latency_critical=True, max_cotenants=1),
-            service("tolerant", min_replicas=3, max_cotenants=4, bandwidth_class="low"),
-            service("pair", min_replicas=4, latency_critical=True, max_cotenants=2),
-        ],
-    )
-    low = [0.3] * 96
-    forecasts = {name: forecast(name, low) for name in ("critical", "tolerant", "pair")}
-    decision = PlannerPolicy().decide(cluster, forecasts, NOW)
-    check_plan(cluster, decision, 96, 900)
-    limits = {"critical": 1, "tolerant": 4, "pair": 2}
-    for step in decision.plan.steps:
-        for cap in step.services:
-            assert cap.gpus >= cap.replicas / limits[cap.service] - 1e-6, (step.index, cap)
-    step0 = {c.service: c for c in decision.plan.steps[0].services}
-    assert step0["critical"].replicas == 3 and step0["critical"].gpus == 3.0
-    # the tolerant service meets its replica minimum on shared GPUs
-    assert step0["tolerant"].replicas == 3 and step0["tolerant"].gpus < 3.0
-    assert step0["pair"].replicas == 4 and 2.0 <= step0["pair"].gpus < 4.0
-    reason = next(d.reason for d in decision.allocation.services if d.service == "tolerant")
-    assert "time-sliced" in reason
-    assert by_id(decision)["train"].action == JobAction.RUN
-
-
-def test_rising_demand_preempts_the_lowest_value_job_with_a_reason() -> None:
-    cluster = state(
-        [pool("a", 16)],
-        [
-            job("low", 4, weight=1.0, running_in="a"),
-            job("high", 8, weight=5.0, running_in="a"),
-            job("pinned", 2, weight=1.0, running_in="a", preemptible=False),
-        ],
-        [service("chat", replicas={"a": 2})],
-    )
-    curve = [6.0] * 96  # needs 6 GPUs: 16 - 8 - 2 = 6 leaves no room for 'low'
-    decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    jobs = by_id(decision)
-    assert jobs["low"].action == JobAction.PREEMPT and "chat" in jobs["low"].reason
-    assert jobs["high"].action == JobAction.RUN and jobs["pinned"].action == JobAction.RUN
-    chat = next(d for d in decision.allocation.services if d.service == "chat")
-    assert chat.gpus >= 6.0 and "forecast p90 = 6.0" in chat.reason
-
-
-def test_quota_holds_a_job_and_says_so() -> None:
-    cluster = state(
-        [pool("a", 32)],
-        [job("a1", 8, team="ml", running_in="a"), job("a2", 8, team="ml")],
-        quotas_gpus={"ml": 8},
-    )
-    decision = PlannerPolicy().decide(cluster, {}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    held = by_id(decision)["a2"]
-    assert held.action == JobAction.HOLD and "quota of 8 GPUs" in held.reason
-
-
-def test_infeasible_state_publishes_a_flagged_greedy_fallback() -> None:
-    # Two non-preemptible jobs hold 12 GPUs but a failure left 8 in service: the model is infeasible.
-    cluster = state(
-        [pool("a", 16, available=8)],
-        [job("n1", 6, running_in="a", preemptible=False), job("n2", 6, running_in="a", preemptible=False)],
-    )
-    policy = PlannerPolicy()
-    decision = policy.decide(cluster, {}, NOW)
-    assert decision.allocation.fallback and decision.plan.solver.fallback
-    assert "infeasible" in (decision.allocation.fallback_reason or "").lower()
-    assert "a greedy plan" in (decision.allocation.fallback_reason or "")
-    jobs = by_id(decision)
-    assert jobs["n1"].action == JobAction.RUN and jobs["n2"].action == JobAction.RUN
-
-
-def test_fallback_after_a_good_plan_shifts_that_plan() -> None:
-    curve = [4.0] * 96
-    fc = {"chat": forecast("chat", curve)}
-    jobs = [job("j1", 4, preemptible=False), job("j2", 4, preemptible=False), job("j3", 2)]
-    cluster = state([pool("a", 16)], jobs, [service("chat", replicas={"a": 4})])
-    policy = PlannerPolicy()
-    first = policy.decide(cluster, fc, NOW)
-    assert not first.allocation.fallback
-    started = {d.job_id for d in first.allocation.jobs if d.action == JobAction.RUN}
-    assert started == {"j1", "j2", "j3"}
-    # Next step: the jobs run, then a node failure leaves 6 GPUs for 8 GPUs of non-preemptible
-    # jobs: no feasible plan. The last plan, shifted by one step, is published, flagged.
-    later = NOW + timedelta(minutes=15)
-    running = [
-        j.model_copy(update={"status": JobStatus.RUNNING, "pool": "a", "started_at": NOW})
-        if j.spec.job_id != "j3"
-        else j
-        for j in jobs
-    ]
-    broken = state([pool("a", 16, available=6)], running, [service("chat", replicas={"a": 4})])
-    broken = broken.model_copy(update={"as_of": later})
-    second = policy.decide(broken, fc, later)
-    assert second.allocation.fallback and second.plan.solver.fallback
-    reason = second.allocation.fallback_reason or ""
-    assert "infeasible" in reason.lower() and "shifted by one step" in reason
-    decided = by_id(second)
-    assert decided["j1"].action == JobAction.RUN and decided["j2"].action == JobAction.RUN
-
-
-def test_bad_forecast_shape_never_escapes_the_loop() -> None:
-    cluster = state([pool("a", 8)], [job("j", 2)], [service("chat", replicas={"a": 1}, slo_quantile="p95")])
-    short = forecast("chat", [3.0] * 5, step_s=300)  # other step, shorter horizon, no p95 curve
-    decision = PlannerPolicy().decide(cluster, {"chat": short}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    assert by_id(decision)["j"].action == JobAction.RUN
+@pytest.mark.parametrize("row", SCENARIOS, ids=lambda row: row.id)
+def test_planner_decides(row: Scenario) -> None:
+    run_scenario(row)
 
 
 def test_same_inputs_give_the_same_plan_id() -> None:
@@ -195,22 +175,7 @@ def test_last_line_of_defence_keeps_the_current_state() -> None:
         cluster, NOW, PlannerConfig(), plan_id="p", policy="ebbtide", digest="d", reason="greedy failed"
     )
     check_plan(cluster, decision, 96, 900)
-    jobs = by_id(decision)
+    jobs = {d.job_id: d for d in decision.allocation.jobs}
     assert jobs["r"].action == JobAction.RUN and jobs["q"].action == JobAction.HOLD
     assert decision.allocation.fallback and decision.allocation.fallback_reason == "greedy failed"
     assert [(d.service, d.replicas) for d in decision.allocation.services] == [("chat", 3)]
-
-
-def test_a_service_grows_where_it_runs_when_pools_are_otherwise_equal() -> None:
-    """Three identical pools, a service in one of them, demand rising through the day: every step
-    of the plan keeps the service in its pool (the stay preference), where nothing else asks
-    for a move; later blocks count what a service adds, not where, so without the preference
-    its capacity could wander between equal pools from block to block."""
-    curve = [4.0 + 8.0 * min(t, 48) / 48 for t in range(96)]
-    cluster = state([pool("a", 16), pool("b", 16), pool("c", 16)], [], [service("chat", replicas={"b": 4})])
-    decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", curve)}, NOW)
-    check_plan(cluster, decision, 96, 900)
-    for step in decision.plan.steps:
-        placed = {c.pool for c in step.services if c.service == "chat" and c.replicas > 0}
-        assert placed == {"b"}, (step.index, placed)
-        assert sum(c.gpus for c in step.services if c.service == "chat") >= curve[step.index] - 1e-6

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from optimizer_cases import NOW, check_plan, forecast
+from optimizer_cases import NOW, forecast
+from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy

@@ -8,7 +8,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from optimizer_cases import NOW, check_plan, forecast, job, pool, service, state
+from optimizer_cases import NOW, forecast, job, pool, service, state
+from plan_checks import check_plan
 
 from optimizer.calibration import BandCalibrator
 from optimizer.nodes import NodeBook

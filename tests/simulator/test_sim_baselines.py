@@ -1,23 +1,169 @@
-"""Each baseline's defining behaviour on tiny hand-made states (8 GPUs, one service)."""
+"""Each baseline's defining behaviour on tiny hand-made states (one 8-GPU pool of 4-GPU nodes, one
+service), as a scenario table (rows of tests/scenario_table.py: pools, the service's demand
+history, jobs, and each job's expected run/hold/preempt); then the baselines' shared contract and
+two runs through the whole loop."""
 
 from __future__ import annotations
 
+import pytest
+from scenario_table import Job, Pool, Scenario, Serve, Service, hold, preempt, run, run_scenario
 from sim_helpers import job_state, state
 
-from schemas import JobAction
 from simulator.policies.fifo import FifoPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy
 
 NOW = state([]).as_of
+P8 = Pool("p", 8, gpu_type="A100", gpus_per_node=4)
+P8_TWO_NODES_2_FREE_EACH = Pool("p", 8, gpu_type="A100", gpus_per_node=4, free_by_node=(2, 2))
+P12_NODES_FREE_2_1_4 = Pool("p", 12, gpu_type="A100", gpus_per_node=4, free_by_node=(2, 1, 4))
+FLAT_DEMAND = Service("svc", history=(1.0,) * 8)
+NO_DEMAND = Service("svc", history=(0.0,))
+BASELINES = (FifoPolicy, PriorityBackfillPolicy, ReactivePolicy)
+
+# 8-GPU backfill queue: 'running' holds 4 and ends in 2 h by its estimate; 1 GPU for the service,
+# 3 free now; 'head' (6) cannot start and is reserved for when 'running' ends
+RUNNING_THEN_HEAD = (
+    Job("running", 4, hours=2.0, running_in="p"),
+    Job("head", 6, weight=10, submitted_min_ago=60),
+)
+TWO_SMALL_JOBS_ONE_PER_NODE = (Job("r1", 2, running_in="p"), Job("r2", 2, running_in="p"))
+
+SCENARIOS = [
+    Scenario(
+        # reserves ceil(peak 2.2) = 3, though current demand is 0.5; 8 - 3 - 4 = 1 GPU left:
+        # head (4) blocks, and the 1-GPU job behind it must wait
+        "fifo-reserves-the-historical-peak-and-never-backfills",
+        policy=FifoPolicy,
+        pools=(P8,),
+        services=(Service("svc", history=(1.0, 2.2, 1.0, 0.5)),),
+        jobs=(
+            Job("first", 4, submitted_min_ago=60),
+            Job("head", 4, submitted_min_ago=59),
+            Job("small", 1, submitted_min_ago=58),
+        ),
+        want_jobs={"first": run("p"), "head": hold(), "small": hold("head")},
+        want_services={"svc": Serve(gpus=3)},
+    ),
+    Scenario(
+        "fifo-keeps-arrival-order-regardless-of-priority",
+        policy=FifoPolicy,
+        pools=(P8,),
+        services=(FLAT_DEMAND,),
+        jobs=(
+            Job("low", 6, weight=1, submitted_min_ago=60),
+            Job("high", 6, weight=100, submitted_min_ago=55),
+        ),
+        want_jobs={"low": run(), "high": hold()},
+    ),
+    Scenario(
+        "priority-backfill-orders-by-priority",
+        policy=PriorityBackfillPolicy,
+        pools=(P8,),
+        services=(FLAT_DEMAND,),
+        jobs=(
+            Job("low", 6, weight=1, submitted_min_ago=60),
+            Job("high", 6, weight=100, submitted_min_ago=55),
+        ),
+        want_jobs={"high": run(), "low": hold()},
+    ),
+    Scenario(
+        # 'short' ends before the reservation; 'long' would still run then: 7 - 6 = 1 spare
+        "priority-backfill-backfills-only-what-does-not-delay-the-reservation",
+        policy=PriorityBackfillPolicy,
+        pools=(P8,),
+        services=(Service("svc", history=(1.0,)),),
+        jobs=(
+            *RUNNING_THEN_HEAD,
+            Job("short", 2, hours=1.0, submitted_min_ago=59),
+            Job("long", 2, hours=5.0, submitted_min_ago=58),
+        ),
+        want_jobs={"running": run("p"), "head": hold(), "short": run("p"), "long": hold()},
+    ),
+    Scenario(
+        # the same queue, but the short job's estimate is long: EASY cannot know better
+        "priority-backfill-uses-estimates-not-truth",
+        policy=PriorityBackfillPolicy,
+        pools=(P8,),
+        services=(Service("svc", history=(1.0,)),),
+        jobs=(*RUNNING_THEN_HEAD, Job("padded", 2, hours=8.0, submitted_min_ago=59)),
+        want_jobs={"padded": hold()},
+    ),
+    Scenario(
+        # demand rose from 1 to 4 GPUs: 2 free + 2 from the lowest-weight preemptible job
+        "reactive-gives-inference-current-demand-and-preempts-lowest-priority",
+        policy=ReactivePolicy,
+        pools=(P8,),
+        services=(Service("svc", replicas={"p": 1}, history=(1.0, 1.0, 4.0)),),
+        jobs=(
+            Job("pinned", 2, weight=1, running_in="p", preemptible=False),
+            Job("cheap", 2, weight=1, running_in="p"),
+            Job("dear", 2, weight=5, running_in="p"),
+        ),
+        want_jobs={"cheap": preempt(), "pinned": run(), "dear": run()},
+        want_services={"svc": Serve(gpus=4)},
+    ),
+    Scenario(
+        "reactive-lends-idle-inference-gpus-to-batch",
+        policy=ReactivePolicy,
+        pools=(P8,),
+        services=(Service("svc", history=(7.0, 1.0)),),  # peak 7, now 1
+        jobs=(Job("batch", 6),),
+        want_jobs={"batch": run()},
+    ),
+    Scenario(
+        "fifo-keeps-the-peak-reserved-and-holds-the-batch",
+        policy=FifoPolicy,
+        pools=(P8,),
+        services=(Service("svc", history=(7.0, 1.0)),),
+        jobs=(Job("batch", 6),),
+        want_jobs={"batch": hold()},
+    ),
+    # 8 GPUs on 2 nodes, two 2-GPU jobs running one per node: 4 free in total, 2 on each node
+    *[
+        Scenario(
+            f"{policy.__name__}-fits-the-gang-on-pool-totals-without-node-detail",
+            policy=policy,
+            pools=(P8,),
+            services=(NO_DEMAND,),
+            jobs=(*TWO_SMALL_JOBS_ONE_PER_NODE, Job("gang", 4, submitted_min_ago=9)),
+            want_jobs={"gang": run()},
+        )
+        for policy in BASELINES
+    ],
+    *[
+        Scenario(
+            f"{policy.__name__}-checks-gang-fit-per-node-when-the-state-reports-nodes",
+            policy=policy,
+            pools=(P8_TWO_NODES_2_FREE_EACH,),
+            services=(NO_DEMAND,),
+            jobs=(*TWO_SMALL_JOBS_ONE_PER_NODE, Job("gang", 4, submitted_min_ago=9)),
+            want_jobs={"gang": hold()},
+        )
+        for policy in BASELINES
+    ],
+    Scenario(
+        # 3 nodes x 4 GPUs, running jobs leave free [2, 1, 4]; the 8-GPU head needs two whole
+        # nodes; 'narrow' fits on the kept-off node, 'wide' only on a reserved one
+        "priority-backfill-keeps-the-emptiest-nodes-for-a-reserved-gang",
+        policy=PriorityBackfillPolicy,
+        pools=(P12_NODES_FREE_2_1_4,),
+        services=(NO_DEMAND,),
+        jobs=(
+            Job("r1", 2, hours=1.0, running_in="p"),
+            Job("r2", 3, hours=9.0, running_in="p"),
+            Job("head", 8, weight=10, submitted_min_ago=60),
+            Job("narrow", 1, hours=5.0, submitted_min_ago=59),
+            Job("wide", 4, hours=5.0, submitted_min_ago=58),
+        ),
+        want_jobs={"head": hold(), "narrow": run("p"), "wide": hold()},
+    ),
+]
 
 
-def actions(decision) -> dict[str, tuple[JobAction, str | None]]:  # type: ignore[no-untyped-def]
-    return {d.job_id: (d.action, d.pool) for d in decision.allocation.jobs}
-
-
-def service_gpus(decision) -> float:  # type: ignore[no-untyped-def]
-    return sum(s.gpus for s in decision.allocation.services)
+@pytest.mark.parametrize("row", SCENARIOS, ids=lambda row: row.id)
+def test_baseline_decides(row: Scenario) -> None:
+    run_scenario(row, horizon_steps=1)
 
 
 def test_every_baseline_returns_a_one_step_plan_with_reasons() -> None:
@@ -30,115 +176,6 @@ def test_every_baseline_returns_a_one_step_plan_with_reasons() -> None:
         assert all(d.reason for d in decision.allocation.jobs + decision.allocation.services)
         assert {d.job_id for d in decision.allocation.jobs} == {"a", "b"}
         assert policy.decide(st, {}, NOW).plan.plan_id == decision.plan.plan_id  # deterministic
-
-
-def test_fifo_reserves_the_historical_peak_and_never_backfills() -> None:
-    history = [1.0, 2.2, 1.0, 0.5]
-    st = state(
-        [
-            job_state("first", 4, submitted_min=0),
-            job_state("head", 4, submitted_min=1),
-            job_state("small", 1, submitted_min=2),
-        ],
-        history=history,
-    )
-    decision = FifoPolicy().decide(st, {}, NOW)
-    assert service_gpus(decision) == 3  # ceil(peak 2.2), though current demand is 0.5
-    got = actions(decision)
-    assert got["first"] == (JobAction.RUN, "p")
-    # 8 - 3 - 4 = 1 GPU left: head (4) blocks, and the 1-GPU job behind it must wait.
-    assert got["head"][0] == JobAction.HOLD
-    assert got["small"][0] == JobAction.HOLD
-    reason = next(d.reason for d in decision.allocation.jobs if d.job_id == "small")
-    assert "head" in reason
-
-
-def test_fifo_keeps_arrival_order_regardless_of_priority() -> None:
-    st = state(
-        [job_state("low", 6, submitted_min=0, weight=1), job_state("high", 6, submitted_min=5, weight=100)]
-    )
-    got = actions(FifoPolicy().decide(st, {}, NOW))
-    assert got["low"][0] == JobAction.RUN and got["high"][0] == JobAction.HOLD
-
-
-def test_priority_backfill_orders_by_priority() -> None:
-    st = state(
-        [job_state("low", 6, submitted_min=0, weight=1), job_state("high", 6, submitted_min=5, weight=100)]
-    )
-    got = actions(PriorityBackfillPolicy().decide(st, {}, NOW))
-    assert got["high"][0] == JobAction.RUN and got["low"][0] == JobAction.HOLD
-
-
-def test_priority_backfill_backfills_only_what_does_not_delay_the_reservation() -> None:
-    # 8 GPUs, 1 for the service; 'running' holds 4 and ends in 2 h by its estimate: 3 free now.
-    running = job_state("running", 4, est_hours=2.0, running_on="p")
-    head = job_state("head", 6, weight=10)  # cannot start; reserved for when 'running' ends
-    short = job_state("short", 2, est_hours=1.0, submitted_min=1)  # ends before the reservation
-    long = job_state("long", 2, est_hours=5.0, submitted_min=2)  # would still run then: 7 - 6 = 1 spare
-    st = state([running, head, short, long], history=[1.0])
-    got = actions(PriorityBackfillPolicy().decide(st, {}, NOW))
-    assert got["running"] == (JobAction.RUN, "p")
-    assert got["head"][0] == JobAction.HOLD
-    assert got["short"] == (JobAction.RUN, "p")
-    assert got["long"][0] == JobAction.HOLD
-
-
-def test_priority_backfill_uses_estimates_not_truth() -> None:
-    # The same queue, but the short job's estimate is long: EASY cannot know better and holds it.
-    running = job_state("running", 4, est_hours=2.0, running_on="p")
-    head = job_state("head", 6, weight=10)
-    padded = job_state("padded", 2, est_hours=8.0, submitted_min=1)
-    got = actions(PriorityBackfillPolicy().decide(state([running, head, padded], history=[1.0]), {}, NOW))
-    assert got["padded"][0] == JobAction.HOLD
-
-
-def test_reactive_gives_inference_current_demand_and_preempts_lowest_priority() -> None:
-    jobs = [
-        job_state("pinned", 2, weight=1, running_on="p", preemptible=False),
-        job_state("cheap", 2, weight=1, running_on="p"),
-        job_state("dear", 2, weight=5, running_on="p"),
-    ]
-    # Demand rose from 1 to 4 GPUs: 2 free + 2 from the lowest-weight preemptible job.
-    st = state(jobs, history=[1.0, 1.0, 4.0], replicas=1)
-    decision = ReactivePolicy().decide(st, {}, NOW)
-    got = actions(decision)
-    assert service_gpus(decision) == 4
-    assert got["cheap"][0] == JobAction.PREEMPT
-    assert got["pinned"][0] == JobAction.RUN and got["dear"][0] == JobAction.RUN
-
-
-def test_reactive_lends_idle_inference_gpus_to_batch() -> None:
-    st = state([job_state("batch", 6)], history=[7.0, 1.0])  # peak 7, now 1
-    got = actions(ReactivePolicy().decide(st, {}, NOW))
-    assert got["batch"][0] == JobAction.RUN
-    assert actions(FifoPolicy().decide(st, {}, NOW))["batch"][0] == JobAction.HOLD
-
-
-def test_baselines_check_gang_fit_per_node_when_the_state_reports_nodes() -> None:
-    # 8 GPUs on 2 nodes, two 2-GPU jobs running one per node: 4 free in total, 2 on each node.
-    running = [job_state("r1", 2, running_on="p"), job_state("r2", 2, running_on="p")]
-    gang = job_state("gang", 4, submitted_min=1)
-    blind = state([*running, gang], history=[0.0])
-    aware = state([*running, gang], history=[0.0], free_by_node=[2, 2])
-    for policy in (FifoPolicy(), PriorityBackfillPolicy(), ReactivePolicy()):
-        assert actions(policy.decide(blind, {}, NOW))["gang"][0] == JobAction.RUN
-        assert actions(policy.decide(aware, {}, NOW))["gang"][0] == JobAction.HOLD
-
-
-def test_priority_backfill_keeps_the_emptiest_nodes_for_a_reserved_gang() -> None:
-    # 3 nodes x 4 GPUs; running jobs leave free [2, 1, 4]; the 8-GPU head needs two whole nodes.
-    running = [
-        job_state("r1", 2, est_hours=1.0, running_on="p"),
-        job_state("r2", 3, est_hours=9.0, running_on="p"),
-    ]
-    head = job_state("head", 8, weight=10)
-    narrow = job_state("narrow", 1, est_hours=5.0, submitted_min=1)  # fits on the kept-off node
-    wide = job_state("wide", 4, est_hours=5.0, submitted_min=2)  # only fits on a reserved node
-    st = state([*running, head, narrow, wide], gpus=12, history=[0.0], free_by_node=[2, 1, 4])
-    got = actions(PriorityBackfillPolicy().decide(st, {}, NOW))
-    assert got["head"][0] == JobAction.HOLD
-    assert got["narrow"] == (JobAction.RUN, "p")
-    assert got["wide"][0] == JobAction.HOLD
 
 
 def test_through_the_loop_priority_beats_arrival_order_for_the_urgent_job() -> None:
