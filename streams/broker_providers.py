@@ -56,7 +56,7 @@ def docker_engine_answers(timeout_s: float = 2.0) -> bool:
     if not os.environ.get("DOCKER_HOST") and not Path("/var/run/docker.sock").exists():
         return False
     try:
-        import docker
+        import docker  # comes with the "containers" extra; without it there is no engine to use
 
         client = docker.from_env(timeout=int(max(timeout_s, 1)))
         try:
@@ -70,8 +70,15 @@ def docker_engine_answers(timeout_s: float = 2.0) -> bool:
 def start_testcontainers(
     *, image: str = TESTCONTAINERS_IMAGE, ready_timeout_s: float = READY_TIMEOUT_S
 ) -> BrokerHandle:
-    """Kafka in a container (KRaft). Only where a Docker engine runs; untested on machines without one."""
-    from testcontainers.community.kafka import KafkaContainer
+    """Kafka in a container (KRaft). Only where a Docker engine runs; untested on machines without one.
+
+    Needs the optional extra: ``pip install 'ebbtide[containers]'``."""
+    try:
+        from testcontainers.community.kafka import KafkaContainer
+    except ImportError as exc:
+        raise BrokerError(
+            f"testcontainers is not installed ({exc}): pip install 'ebbtide[containers]'"
+        ) from exc
 
     container = KafkaContainer(image=image).with_kraft()
     try:
