@@ -37,6 +37,7 @@ from actuators.kube.client import call
 from actuators.kube.workloads import ANN_PLAN, LABEL_JOB, BatchWorkload, list_jobs, list_jobsets
 from actuators.observation import Observation, ObservedJob, ObservedService, service_key
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+from schemas.targets import job_target, service_target
 
 LABEL_SERVICE = "ebbtide.io/service"
 LABEL_POOL = "ebbtide.io/pool"
@@ -176,7 +177,7 @@ class KubernetesBackend:
         return changes + [self._plan_job(allocation, j, observed) for j in allocation.jobs]
 
     def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
-        target = f"service/{decision.service}/{decision.pool}"
+        target = service_target(decision.service, decision.pool)
         dep = self._deployments.get(service_key(decision.service, decision.pool))
         if dep is None:
             return Change(
@@ -234,7 +235,7 @@ class KubernetesBackend:
         )
 
     def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
-        target = f"job/{decision.job_id}"
+        target = job_target(decision.job_id)
         action = decision.action.value
         seen = observed.jobs.get(decision.job_id)
         job = self._jobs.get(decision.job_id)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from actuators.base import PHASE_JOBS, PHASE_PREEMPT, PHASE_SERVICES, Change
 from actuators.observation import JobPhase, Observation, ObservedJob, ObservedService, service_key
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+from schemas.targets import job_target, reservation_target, service_target
 
 RESERVATION_PREFIX = "ebbtide--"
 _GPU_IN_TRES = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
@@ -232,7 +233,7 @@ class SlurmBackend:
             if name not in wanted:
                 changes.append(
                     Change(
-                        target=f"reservation/{name}",
+                        target=reservation_target(name),
                         action="unreserve",
                         detail="service left the allocation",
                         execute=partial(self.transport.delete_reservation, name),
@@ -243,7 +244,7 @@ class SlurmBackend:
         return changes
 
     def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
-        target = f"service/{decision.service}/{decision.pool}"
+        target = service_target(decision.service, decision.pool)
         name = reservation_name(decision.service, decision.pool)
         per_node = self._gpus_per_node.get(decision.pool)
         if not per_node:
@@ -298,7 +299,7 @@ class SlurmBackend:
         )
 
     def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
-        target = f"job/{decision.job_id}"
+        target = job_target(decision.job_id)
         action = decision.action.value
         job = observed.jobs.get(decision.job_id)
         if job is None:

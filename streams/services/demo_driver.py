@@ -23,6 +23,7 @@ from ebbtide.settings import Settings
 from loop import Policy
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
+from schemas.targets import plan_target
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from streams.services.runtime import ServiceRuntime
 from streams.services.wiring import Parts, build_runtime, ensure_topics, run_threads
@@ -74,7 +75,7 @@ class SimulatorBackend:
                     backend="simulator",
                     plan_id=allocation.plan_id,
                     action="none",
-                    target=f"plan/{allocation.plan_id}",
+                    target=plan_target(allocation.plan_id),
                     outcome="skipped",
                     time=now,
                     error=f"issued for {allocation.issued_at.isoformat()}, "
