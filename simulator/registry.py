@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loop import ForecastSource
 from forecaster.source import BankForecastSource, SeasonalNaiveSource
+from loop import ForecastSource, Policy
 from optimizer.planner import PlannerPolicy
-from loop import Policy
 from simulator.cluster import Simulator
 from simulator.forecast_sources import NoForecastSource, OracleSource
 from simulator.policies.fifo import FifoPolicy

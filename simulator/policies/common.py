@@ -11,8 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
-from optimizer.nodes import place_gang, reserve_packed
 from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
+from optimizer.nodes import place_gang, reserve_packed
 from schemas import (
     Allocation,
     ClusterState,

@@ -37,10 +37,10 @@ from confluent_kafka import (
 )
 from pydantic import ValidationError
 
-from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from schemas.base import Event
 from schemas.codec import DecodeError, describe, encode
 from schemas.topics import DEAD_LETTERS, Topic
+from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from streams.services.batch_decode import BatchDecoder, dead_letter
 from streams.services.observe import ServiceMetrics
 from streams.services.restore import read_topic_to_end
