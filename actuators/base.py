@@ -1,7 +1,7 @@
 """The one small actuator interface: observe what a backend runs now, and plan/execute changes.
 
 Place in the loop: the optimizer commits step 0 of its plan as an ``Allocation``; the
-:class:`~actuators.engine.Actuator` hands it to a :class:`Backend`, which compares the desired
+:class:`~actuators.engine.ActuationEngine` hands it to a :class:`Backend`, which compares the desired
 state with what it observes and proposes :class:`Change` objects, one per target. The engine
 (not the backend) owns idempotency, ordering, the bound on changes per step, retries with
 backoff and the ``ActuationResult`` records. A backend only knows its cluster.
@@ -45,6 +45,7 @@ PHASE_JOBS = 2
 class Change:
     """One target's way from observed to desired.
 
+    ``target`` is a name from schemas/targets.py (``service/<service>/<pool>``, ``job/<job_id>``, ...).
     ``execute`` is None when the target already matches the allocation (``already-applied``).
     ``prepare`` runs for all changes of the step before any ``execute`` (a checkpoint signal),
     and the engine then waits the longest ``grace_s`` once, not once per job.

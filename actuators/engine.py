@@ -1,7 +1,10 @@
 """The actuator engine: applies one Allocation through any Backend, idempotently and safely.
 
-Place in the loop: ``ControlLoop`` (loop/control.py) calls ``Actuator.apply(allocation)`` with
-step 0 of the plan; the returned ``ActuationResult`` records go to the actuation topic.
+Place in the loop: :class:`ActuationEngine` is what the loop's ``loop.Actuator`` port is in
+production: ``ControlLoop`` (loop/control.py) or the actuator service
+(streams/services/actuator.py) calls ``apply(allocation)`` with step 0 of the plan, and the
+returned ``ActuationResult`` records go to the actuation topic. Every backend (Kubernetes,
+Slurm, dry run) goes through it; targets are named as schemas/targets.py names them.
 
 What the engine guarantees, whatever the backend:
 
@@ -31,6 +34,7 @@ from actuators.base import Backend, Change, PermanentError, TemporaryError
 from actuators.observation import Observation, job_events
 from schemas import ActuationResult, Allocation, JobEvent
 from schemas.actuation import Outcome
+from schemas.targets import job_target, service_target
 
 log = structlog.get_logger("ebbtide.actuators")
 
@@ -57,13 +61,16 @@ class RetryPolicy:
 
 
 def targets_of(allocation: Allocation) -> list[str]:
-    """The target names an allocation speaks about, as the backends name them."""
-    names = [f"service/{s.service}/{s.pool}" for s in allocation.services]
-    return names + [f"job/{j.job_id}" for j in allocation.jobs]
+    """The targets an allocation names (schemas/targets.py), as every backend names them."""
+    names = [service_target(s.service, s.pool) for s in allocation.services]
+    return names + [job_target(j.job_id) for j in allocation.jobs]
 
 
-class Actuator:
-    """Applies Allocations through one backend; see the module docstring for the guarantees."""
+class ActuationEngine:
+    """Applies Allocations through one backend: implements the loop's ``loop.Actuator`` port.
+
+    See the module docstring for the guarantees.
+    """
 
     def __init__(
         self,
@@ -121,39 +128,8 @@ class Actuator:
         except Exception as exc:
             return self._all(allocation, "failed", f"observe failed: {exc}", permanent=True)
         changes = sorted(self.backend.plan(allocation, observed), key=lambda c: c.phase)
-
-        results: dict[str, ActuationResult] = {}
-        budget = self.max_changes_per_step
-        to_run: list[Change] = []
-        for change in changes:
-            if change.skip_reason is not None:
-                results[change.target] = self._result(allocation, change, "skipped", error=change.skip_reason)
-            elif not change.needed:
-                results[change.target] = self._result(allocation, change, "already-applied")
-            elif budget <= 0:
-                results[change.target] = self._result(
-                    allocation,
-                    change,
-                    "skipped",
-                    error=f"bound of {self.max_changes_per_step} changes per step reached",
-                )
-            else:
-                budget -= 1
-                to_run.append(change)
-
-        grace_s = 0.0
-        for change in to_run:
-            if change.prepare is None:
-                continue
-            try:
-                change.prepare()
-                grace_s = max(grace_s, change.grace_s)
-            except Exception as exc:  # the checkpoint signal is best effort: stop anyway
-                log.warning("prepare failed", target=change.target, action=change.action, error=str(exc))
-        if grace_s > 0:
-            log.info("checkpoint grace", grace_s=grace_s, plan_id=allocation.plan_id)
-            self._sleep(grace_s)
-
+        results, to_run = self._triage(allocation, changes)
+        self._prepare(allocation, to_run)
         for change in to_run:
             results[change.target] = self._execute_with_retry(allocation, change)
         ordered = [results[c.target] for c in changes if c.target in results]
@@ -169,6 +145,41 @@ class Actuator:
                 error=result.error,
             )
         return ordered
+
+    def _triage(
+        self, allocation: Allocation, changes: Sequence[Change]
+    ) -> tuple[dict[str, ActuationResult], list[Change]]:
+        """Results for the changes that will not run (skipped, matching, over the bound); the rest."""
+        results: dict[str, ActuationResult] = {}
+        budget = self.max_changes_per_step
+        to_run: list[Change] = []
+        for change in changes:
+            if change.skip_reason is not None:
+                results[change.target] = self._result(allocation, change, "skipped", error=change.skip_reason)
+            elif not change.needed:
+                results[change.target] = self._result(allocation, change, "already-applied")
+            elif budget <= 0:
+                error = f"bound of {self.max_changes_per_step} changes per step reached"
+                results[change.target] = self._result(allocation, change, "skipped", error=error)
+            else:
+                budget -= 1
+                to_run.append(change)
+        return results, to_run
+
+    def _prepare(self, allocation: Allocation, to_run: Sequence[Change]) -> None:
+        """Every checkpoint signal of the step first, then one shared grace period."""
+        grace_s = 0.0
+        for change in to_run:
+            if change.prepare is None:
+                continue
+            try:
+                change.prepare()
+                grace_s = max(grace_s, change.grace_s)
+            except Exception as exc:  # the checkpoint signal is best effort: stop anyway
+                log.warning("prepare failed", target=change.target, action=change.action, error=str(exc))
+        if grace_s > 0:
+            log.info("checkpoint grace", grace_s=grace_s, plan_id=allocation.plan_id)
+            self._sleep(grace_s)
 
     def _execute_with_retry(self, allocation: Allocation, change: Change) -> ActuationResult:
         current: Change | None = change

@@ -1,8 +1,10 @@
-"""Building an Actuator from configuration: which backend, how to reach its cluster, its limits.
+"""Building the loop's Actuator from configuration: which backend, how to reach it, its limits.
 
 Place in the loop: the composition root (ebbtide/) turns its settings into an
 :class:`ActuatorConfig` and calls :func:`build_actuator` once at start; a bad value fails there,
-naming the setting. Heavy client imports happen only for the backend chosen.
+naming the setting. Every backend, the dry run included, is driven by the one
+:class:`~actuators.engine.ActuationEngine` (the ``loop.Actuator`` port). Heavy client imports
+happen only for the backend chosen.
 
 Pointing a backend at a real cluster:
 
@@ -18,6 +20,8 @@ Pointing a backend at a real cluster:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from actuators.base import Backend
 from actuators.dryrun import DryRunBackend
-from actuators.engine import Actuator, RetryPolicy
+from actuators.engine import ActuationEngine, RetryPolicy, utc_now
 
 
 class _Part(BaseModel):
@@ -116,11 +120,15 @@ def build_backend(config: ActuatorConfig, cluster: str) -> Backend:
             reservation_users=s.reservation_users,
             reservation_flags=s.reservation_flags,
         )
-    return DryRunBackend(cluster=cluster)
+    return DryRunBackend(cluster=cluster, adopt_unknown_jobs=True)
 
 
-def build_actuator(config: ActuatorConfig, cluster: str) -> Actuator:
+def build_actuator(
+    config: ActuatorConfig, cluster: str, *, clock: Callable[[], datetime] = utc_now
+) -> ActuationEngine:
+    """The engine over the configured backend (``dry-run``, ``kubernetes`` or ``slurm``)."""
     retry = RetryPolicy(config.retry_attempts, config.retry_base_delay_s, config.retry_max_delay_s)
-    return Actuator(
-        build_backend(config, cluster), cluster, max_changes_per_step=config.max_changes_per_step, retry=retry
+    backend = build_backend(config, cluster)
+    return ActuationEngine(
+        backend, cluster, max_changes_per_step=config.max_changes_per_step, retry=retry, clock=clock
     )

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from actuators.factory import build_actuator
 from ebbtide.settings import Settings, SettingsError
 from forecaster.source import BankForecastSource
 from loop import Actuator, Clock, Decision, ForecastSource, Policy
@@ -28,7 +29,7 @@ from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE
 from streams.metrics import EbbtideMetrics
-from streams.services.actuator import ActuatorProcessor, DryRunBackend
+from streams.services.actuator import ActuatorProcessor
 from streams.services.forecaster import ForecasterProcessor
 from streams.services.observe import ServiceMetrics
 from streams.services.optimizer import DecisionHook, OptimizerProcessor
@@ -109,11 +110,8 @@ def default_forecast_source(settings: Settings) -> ForecastSource:
 
 
 def default_backend(settings: Settings) -> Actuator:
-    """dry-run by default; Kubernetes or Slurm through actuators/ when the settings say so."""
-    if settings.actuator.backend == "dry-run":
-        return DryRunBackend()
-    from actuators.factory import build_actuator
-
+    """dry-run by default, Kubernetes or Slurm when the settings say so: each through the same
+    actuation engine (actuators/)."""
     return build_actuator(settings.actuator, settings.cluster)
 
 

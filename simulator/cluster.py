@@ -11,7 +11,7 @@ serves min(demand, ready capacity), and jobs end when their true work, not the e
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -27,6 +27,7 @@ from schemas import (
     ServiceSpec,
 )
 from schemas.actuation import Outcome
+from schemas.targets import job_target, service_target
 from simulator.accounting import Ledger
 from simulator.autoscaler import BurstAutoscaler
 from simulator.demand import demand_curve, step_means
@@ -161,24 +162,24 @@ class Simulator:
             job = self.jobs.get(d.job_id)
             if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
                 self.ledger.refused += 1
-                result(d.action.value, d.job_id, "failed", "unknown or finished job")
+                result(d.action.value, job_target(d.job_id), "failed", "unknown or finished job")
                 continue
             if job.status == JobStatus.RUNNING:
                 if d.action == JobAction.RUN and d.pool == job.pool:
                     continue
                 if not job.spec.preemptible:
                     self.ledger.refused += 1
-                    result(d.action.value, d.job_id, "failed", "job is not preemptible")
+                    result(d.action.value, job_target(d.job_id), "failed", "job is not preemptible")
                     continue
                 self.stop_job(job, "policy")
-                result("preempt", d.job_id, "applied")
+                result("preempt", job_target(d.job_id), "applied")
             if d.action == JobAction.RUN:
                 starts.append((d, job))
-        free = self._apply_services(allocation, t)
+        free = self._apply_services(allocation, t, result)
         self.autoscaler.apply(allocation)
         for d, job in starts:
             pool = self.pools.get(d.pool or "")
-            spec = job.spec
+            spec, target = job.spec, job_target(d.job_id)
             if (
                 pool is None
                 or d.gpus != spec.gpus
@@ -186,18 +187,18 @@ class Simulator:
                 or (spec.allowed_gpu_types and pool.gpu_type not in spec.allowed_gpu_types)
             ):
                 self.ledger.refused += 1
-                result("run", d.job_id, "failed", "pool not allowed or gpus differ from the gang size")
+                result("run", target, "failed", "pool not allowed or gpus differ from the gang size")
                 continue
             placement = place_gang(free[pool.name], spec.gpus, pool.gpus_per_node)
             if placement is None:
                 self.ledger.gang_blocked += 1
                 why = f"gang of {spec.gpus} does not fit on {pool.name}'s nodes"
-                result("run", d.job_id, "retrying", why)
+                result("run", target, "retrying", why)
                 continue
             for node, gpus in placement.items():
                 free[pool.name][node] -= gpus
             job.start(pool.name, placement, t)
-            result("run", d.job_id, "applied")
+            result("run", target, "applied")
         return results
 
     def job_free_by_node(self, t_s: float) -> dict[str, list[int]]:
@@ -219,7 +220,9 @@ class Simulator:
                     targets[pool][service] = cap.footprint
         return targets
 
-    def _apply_services(self, allocation: Allocation, t_s: float) -> dict[str, list[int]]:
+    def _apply_services(
+        self, allocation: Allocation, t_s: float, result: Callable[[str, str, Outcome, str | None], None]
+    ) -> dict[str, list[int]]:
         mentioned = {d.service for d in allocation.services if d.service in self.specs}
         targets = self.current_targets(skip=mentioned)
         for d in allocation.services:
@@ -227,7 +230,9 @@ class Simulator:
             allowed = spec is not None and (not spec.allowed_pools or d.pool in spec.allowed_pools)
             if spec is None or d.pool not in self.pools or not allowed:
                 self.ledger.refused += 1
+                result("scale", service_target(d.service, d.pool), "failed", "unknown service or pool")
                 continue
+            result("scale", service_target(d.service, d.pool), "applied", None)
             gpus = d.gpus if d.gpus > 0 or d.replicas == 0 else float(d.replicas * spec.gpus_per_replica)
             targets[d.pool][d.service] = targets[d.pool].get(d.service, 0.0) + gpus
         for service in mentioned:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -37,6 +38,7 @@ from actuators.kube.client import call
 from actuators.kube.workloads import ANN_PLAN, LABEL_JOB, BatchWorkload, list_jobs, list_jobsets
 from actuators.observation import Observation, ObservedJob, ObservedService, service_key
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+from schemas.targets import job_target, service_target
 
 LABEL_SERVICE = "ebbtide.io/service"
 LABEL_POOL = "ebbtide.io/pool"
@@ -105,8 +107,33 @@ class KubernetesBackend:
             "list nodes", lambda: self.core.list_node(label_selector=self.pool_label, _request_timeout=t)
         ).items
 
-        self._deployments, self._hpas = {}, {}
         self._jobs = {w.job_id: w for w in workloads}
+        services = self._observe_services(deployments, hpas)
+        observed_jobs = {
+            w.job_id: ObservedJob(
+                job_id=w.job_id,
+                backend_id=f"{ns}/{w.kind.lower()}/{w.name}",
+                phase=w.phase,
+                pool=w.pool,
+                gpus=w.gpus,
+                plan_id=w.plan_id,
+            )
+            for w in workloads
+        }
+        total, free = self._gpus(nodes, observed_jobs, services)
+        return Observation(
+            cluster=self.cluster,
+            backend=self.name,
+            time=self._clock(),
+            jobs=observed_jobs,
+            services=services,
+            gpus_total=total,
+            gpus_free=free,
+        )
+
+    def _observe_services(self, deployments: list[Any], hpas: list[Any]) -> dict[str, ObservedService]:
+        """The labelled Deployments as services (kept, with their HPAs, for planning)."""
+        self._deployments, self._hpas = {}, {}
         services: dict[str, ObservedService] = {}
         for dep in deployments:
             labels = dep.metadata.labels or {}
@@ -125,19 +152,12 @@ class KubernetesBackend:
             ref = hpa.spec.scale_target_ref
             if ref.kind == "Deployment":
                 self._hpas[ref.name] = hpa
+        return services
 
-        observed_jobs = {
-            w.job_id: ObservedJob(
-                job_id=w.job_id,
-                backend_id=f"{ns}/{w.kind.lower()}/{w.name}",
-                phase=w.phase,
-                pool=w.pool,
-                gpus=w.gpus,
-                plan_id=w.plan_id,
-            )
-            for w in workloads
-        }
-
+    def _gpus(
+        self, nodes: list[Any], jobs: dict[str, ObservedJob], services: dict[str, ObservedService]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """GPUs per pool: allocatable on its labelled nodes, and what running jobs and services leave."""
         total: dict[str, int] = {}
         for node in nodes:
             pool = (node.metadata.labels or {}).get(self.pool_label)
@@ -146,21 +166,13 @@ class KubernetesBackend:
             gpus = int((node.status.allocatable or {}).get(self.gpu_resource, "0") if node.status else 0)
             total[pool] = total.get(pool, 0) + gpus
         used: dict[str, int] = {}
-        for seen in observed_jobs.values():
+        for seen in jobs.values():
             if seen.phase == "running" and seen.pool is not None:
                 used[seen.pool] = used.get(seen.pool, 0) + seen.gpus
         for svc in services.values():
             used[svc.pool] = used.get(svc.pool, 0) + int(svc.gpus)
         free = {pool: max(total[pool] - used.get(pool, 0), 0) for pool in total}
-        return Observation(
-            cluster=self.cluster,
-            backend=self.name,
-            time=self._clock(),
-            jobs=observed_jobs,
-            services=services,
-            gpus_total=total,
-            gpus_free=free,
-        )
+        return total, free
 
     def _pod_gpus(self, template: Any) -> int:
         gpus = 0
@@ -176,7 +188,7 @@ class KubernetesBackend:
         return changes + [self._plan_job(allocation, j, observed) for j in allocation.jobs]
 
     def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
-        target = f"service/{decision.service}/{decision.pool}"
+        target = service_target(decision.service, decision.pool)
         dep = self._deployments.get(service_key(decision.service, decision.pool))
         if dep is None:
             return Change(
@@ -234,7 +246,7 @@ class KubernetesBackend:
         )
 
     def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
-        target = f"job/{decision.job_id}"
+        target = job_target(decision.job_id)
         action = decision.action.value
         seen = observed.jobs.get(decision.job_id)
         job = self._jobs.get(decision.job_id)
@@ -252,26 +264,10 @@ class KubernetesBackend:
             meta["annotations"][ANN_BORROWS] = decision.borrows_from
 
         def patch(body: dict[str, Any]) -> Callable[[], object]:
-            return lambda: job.patch(body)
+            return partial(job.patch, body)
 
         if decision.action == JobAction.RUN:
-            if seen.phase != "held":
-                if seen.pool == decision.pool:
-                    return Change(target=target, action=action, detail="resumed in pool")
-                return Change(
-                    target=target,
-                    action=action,
-                    detail="started elsewhere",
-                    skip_reason=f"started in pool {seen.pool}; a started job moves only after a preempt",
-                )
-            body = job.run_body(
-                self.pool_label,
-                str(decision.pool),
-                {"metadata": {**meta, "labels": {LABEL_POOL: str(decision.pool)}}},
-            )
-            return Change(
-                target=target, action=action, detail=f"place on {decision.pool}, resume", execute=patch(body)
-            )
+            return self._plan_run(target, decision, seen, job, meta)
         if decision.action == JobAction.HOLD:
             if seen.phase == "held":
                 return Change(target=target, action=action, detail="suspended")
@@ -300,6 +296,27 @@ class KubernetesBackend:
             grace_s=self.checkpoint_grace_s if seen.phase == "running" else 0.0,
             execute=patch({"metadata": meta, "spec": {"suspend": True}}),
         )
+
+    def _plan_run(
+        self, target: str, decision: JobDecision, seen: ObservedJob, job: BatchWorkload, meta: dict[str, Any]
+    ) -> Change:
+        """Run: a suspended workload is placed on the pool and resumed; a started one stays."""
+        if seen.phase != "held":
+            if seen.pool == decision.pool:
+                return Change(target=target, action="run", detail="resumed in pool")
+            return Change(
+                target=target,
+                action="run",
+                detail="started elsewhere",
+                skip_reason=f"started in pool {seen.pool}; a started job moves only after a preempt",
+            )
+        body = job.run_body(
+            self.pool_label,
+            str(decision.pool),
+            {"metadata": {**meta, "labels": {LABEL_POOL: str(decision.pool)}}},
+        )
+        detail = f"place on {decision.pool}, resume"
+        return Change(target=target, action="run", detail=detail, execute=partial(job.patch, body))
 
 
 __all__ = ["KubernetesBackend"]

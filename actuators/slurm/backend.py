@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from actuators.base import PHASE_JOBS, PHASE_PREEMPT, PHASE_SERVICES, Change
 from actuators.observation import JobPhase, Observation, ObservedJob, ObservedService, service_key
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
+from schemas.targets import job_target, reservation_target, service_target
 
 RESERVATION_PREFIX = "ebbtide--"
 _GPU_IN_TRES = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
@@ -122,6 +123,22 @@ def slurm_time(when: datetime) -> str:
     return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
 
 
+def _one_job_per_name(jobs_raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Several Slurm jobs with one name (an ebbtide job id): prefer a live one, then the newest."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for job in jobs_raw:
+        name = str(job.get("name") or "")
+        if not name:
+            continue
+        prior = chosen.get(name)
+        if prior is None or (
+            (job_phase(prior) in _TERMINAL, -int(prior["job_id"]))
+            > (job_phase(job) in _TERMINAL, -int(job["job_id"]))
+        ):
+            chosen[name] = job
+    return chosen
+
+
 class SlurmBackend:
     name = "slurm"
 
@@ -172,18 +189,7 @@ class SlurmBackend:
                 per_node[pool] = max(per_node.get(pool, 0), gpus)
         self._gpus_per_node = per_node
 
-        chosen: dict[str, dict[str, Any]] = {}
-        for job in jobs_raw:
-            name = str(job.get("name") or "")
-            if not name:
-                continue
-            prior = chosen.get(name)
-            # Several jobs with one name: prefer a live one, then the newest.
-            if prior is None or (
-                (job_phase(prior) in _TERMINAL, -int(prior["job_id"]))
-                > (job_phase(job) in _TERMINAL, -int(job["job_id"]))
-            ):
-                chosen[name] = job
+        chosen = _one_job_per_name(jobs_raw)
         jobs = {
             name: ObservedJob(
                 job_id=name,
@@ -232,7 +238,7 @@ class SlurmBackend:
             if name not in wanted:
                 changes.append(
                     Change(
-                        target=f"reservation/{name}",
+                        target=reservation_target(name),
                         action="unreserve",
                         detail="service left the allocation",
                         execute=partial(self.transport.delete_reservation, name),
@@ -243,7 +249,7 @@ class SlurmBackend:
         return changes
 
     def _plan_service(self, allocation: Allocation, decision: ServiceDecision) -> Change:
-        target = f"service/{decision.service}/{decision.pool}"
+        target = service_target(decision.service, decision.pool)
         name = reservation_name(decision.service, decision.pool)
         per_node = self._gpus_per_node.get(decision.pool)
         if not per_node:
@@ -298,7 +304,7 @@ class SlurmBackend:
         )
 
     def _plan_job(self, allocation: Allocation, decision: JobDecision, observed: Observation) -> Change:
-        target = f"job/{decision.job_id}"
+        target = job_target(decision.job_id)
         action = decision.action.value
         job = observed.jobs.get(decision.job_id)
         if job is None:
@@ -310,56 +316,66 @@ class SlurmBackend:
             )
         if job.phase in _TERMINAL:
             return Change(target=target, action=action, detail=job.phase, skip_reason=f"job is {job.phase}")
-        sid = job.backend_id
         note = {"AdminComment": f"ebbtide plan={allocation.plan_id} action={action}"}
-
         if decision.action == JobAction.RUN:
-            if job.phase == "running":
-                if job.pool == decision.pool:
-                    return Change(target=target, action=action, detail="running in pool")
-                return Change(
-                    target=target,
-                    action=action,
-                    detail="running elsewhere",
-                    skip_reason=f"running in {job.pool}; a running job moves only after a preempt",
-                )
-            # A requeued job is not eligible again for a while (Slurm sets its begin time ahead);
-            # the plan says now, so say so.
-            fields = {**note, "StartTime": "now"}
-            if job.pool != decision.pool and job.phase != "suspended":
-                fields["Partition"] = str(decision.pool)
-            if job.phase == "pending" and "Partition" not in fields:
-                return Change(target=target, action=action, detail="released, waiting for Slurm to start it")
+            return self._plan_run(target, action, decision, job, note)
+        if decision.action == JobAction.HOLD:
+            return self._plan_hold(target, action, job, note)
+        return self._plan_preempt(target, action, job, note)
 
-            def run() -> None:
-                self.transport.update_job(sid, fields)
-                if job.phase == "held":
-                    self.transport.release(sid)
-                elif job.phase == "suspended":
-                    self.transport.resume(sid)
-
+    def _plan_run(
+        self, target: str, action: str, decision: JobDecision, job: ObservedJob, note: dict[str, str]
+    ) -> Change:
+        sid = job.backend_id
+        if job.phase == "running":
+            if job.pool == decision.pool:
+                return Change(target=target, action=action, detail="running in pool")
             return Change(
-                target=target, action=action, execute=run, detail=f"{job.phase} -> release in {decision.pool}"
+                target=target,
+                action=action,
+                detail="running elsewhere",
+                skip_reason=f"running in {job.pool}; a running job moves only after a preempt",
+            )
+        # A requeued job is not eligible again for a while (Slurm sets its begin time ahead);
+        # the plan says now, so say so.
+        fields = {**note, "StartTime": "now"}
+        if job.pool != decision.pool and job.phase != "suspended":
+            fields["Partition"] = str(decision.pool)
+        if job.phase == "pending" and "Partition" not in fields:
+            return Change(target=target, action=action, detail="released, waiting for Slurm to start it")
+
+        def run() -> None:
+            self.transport.update_job(sid, fields)
+            if job.phase == "held":
+                self.transport.release(sid)
+            elif job.phase == "suspended":
+                self.transport.resume(sid)
+
+        return Change(
+            target=target, action=action, execute=run, detail=f"{job.phase} -> release in {decision.pool}"
+        )
+
+    def _plan_hold(self, target: str, action: str, job: ObservedJob, note: dict[str, str]) -> Change:
+        sid = job.backend_id
+        if job.phase in {"held", "suspended"}:
+            return Change(target=target, action=action, detail=job.phase)
+        if job.phase == "running":
+            return Change(
+                target=target,
+                action=action,
+                detail="running",
+                skip_reason="hold applies to waiting jobs; preempt stops a running one",
             )
 
-        if decision.action == JobAction.HOLD:
-            if job.phase in {"held", "suspended"}:
-                return Change(target=target, action=action, detail=job.phase)
-            if job.phase == "running":
-                return Change(
-                    target=target,
-                    action=action,
-                    detail="running",
-                    skip_reason="hold applies to waiting jobs; preempt stops a running one",
-                )
+        def hold() -> None:
+            self.transport.hold(sid)
+            self.transport.update_job(sid, note)
 
-            def hold() -> None:
-                self.transport.hold(sid)
-                self.transport.update_job(sid, note)
+        return Change(target=target, action=action, detail="pending -> held", execute=hold)
 
-            return Change(target=target, action=action, detail="pending -> held", execute=hold)
-
-        # preempt
+    def _plan_preempt(self, target: str, action: str, job: ObservedJob, note: dict[str, str]) -> Change:
+        """Preempt: hold what waits; checkpoint-signal, then requeue held, what runs."""
+        sid = job.backend_id
         if job.phase == "held":
             return Change(target=target, action=action, detail="held", phase=PHASE_PREEMPT)
         if job.phase == "pending":

@@ -1,70 +1,41 @@
 """The actuator service: applies each Allocation through a backend and publishes ActuationResults.
 
-A thin adapter over an :class:`loop.Actuator` backend (dry-run here; Kubernetes or Slurm
-from actuators/; the simulated cluster in ``ebbtide demo``). Idempotent on (plan_id, target): it
-remembers what it applied, restores that memory at start from its own results on the actuations
-topic, and answers a replayed or duplicated Allocation with ``already-applied`` results without
-calling the backend again. Only the decisions not yet applied reach the backend.
+Place in the loop: consumes the allocations topic, hands each Allocation to a
+:class:`loop.Actuator` (the actuation engine of actuators/ over a dry-run, Kubernetes or Slurm
+backend, built by ``actuators.factory.build_actuator``; the simulated cluster in
+``ebbtide demo``), and publishes what it did on the actuations topic.
+
+Idempotent on (plan_id, target), with targets named as schemas/targets.py names them (the same
+names the backends report): it remembers what it applied, restores that memory at start from its
+own results on the actuations topic, and answers a replayed or duplicated Allocation with
+``already-applied`` results without calling the backend again. When part of a plan is still to
+do, the backend gets the jobs not yet applied and all of the plan's services: a backend
+reconciles services as a set (Slurm removes the reservations of services an allocation does not
+name), so a service that is already applied travels again and the engine finds it matching
+(``already-applied``, nothing executed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from loop import Actuator
-from schemas import ActuationResult, Allocation, JobDecision, ServiceDecision
+from schemas import ActuationResult, Allocation
 from schemas.actuation import Outcome
 from schemas.base import Event
+from schemas.targets import job_target, parse_target, plan_target, service_target
 from schemas.topics import ACTUATIONS, ALLOCATIONS, Topic
 from streams.services.runtime import Outgoing
 
 DONE = ("applied", "already-applied")
 
 
-def service_target(decision: ServiceDecision) -> str:
-    return f"service/{decision.service}@{decision.pool}"
-
-
-def job_target(decision: JobDecision) -> str:
-    return f"job/{decision.job_id}"
-
-
 def targets_of(allocation: Allocation) -> list[str]:
-    return [service_target(s) for s in allocation.services] + [job_target(j) for j in allocation.jobs]
-
-
-@dataclass
-class DryRunBackend:
-    """Applies nothing; reports every decision of the allocation as applied (and remembers them)."""
-
-    name: str = "dry-run"
-    applied: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def applied_plans(self) -> set[str]:
-        return {plan_id for plan_id, _ in self.applied}
-
-    def apply(self, allocation: Allocation) -> Sequence[ActuationResult]:
-        now = datetime.now(UTC)
-        results = []
-        for target, action in [(service_target(s), f"scale:{s.replicas}") for s in allocation.services] + [
-            (job_target(j), j.action.value) for j in allocation.jobs
-        ]:
-            self.applied.append((allocation.plan_id, target))
-            results.append(
-                ActuationResult(
-                    cluster=allocation.cluster,
-                    backend=self.name,
-                    plan_id=allocation.plan_id,
-                    action=action,
-                    target=target,
-                    outcome="applied",
-                    time=now,
-                )
-            )
-        return results
+    """The targets an allocation names, as schemas/targets.py names them."""
+    services = [service_target(s.service, s.pool) for s in allocation.services]
+    return services + [job_target(j.job_id) for j in allocation.jobs]
 
 
 @dataclass
@@ -88,30 +59,28 @@ class ActuatorProcessor:
     def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
         assert isinstance(event, Allocation)
         allocation = event
-        now = datetime.now(UTC)
-        if allocation.plan_id in self.plans_done:
-            todo_services = [
-                s for s in allocation.services if (allocation.plan_id, service_target(s)) not in self.done
-            ]
-            todo_jobs = [j for j in allocation.jobs if (allocation.plan_id, job_target(j)) not in self.done]
-        else:
-            todo_services, todo_jobs = list(allocation.services), list(allocation.jobs)
-        skipped = [t for t in targets_of(allocation) if (allocation.plan_id, t) in self.done]
-        out = [self._note(allocation, t, "already-applied", now) for t in skipped]
-        if not todo_services and not todo_jobs and (skipped or allocation.plan_id in self.plans_done):
+        plan_id, now = allocation.plan_id, datetime.now(UTC)
+        done = [t for t in targets_of(allocation) if (plan_id, t) in self.done]
+        todo_jobs = [j for j in allocation.jobs if job_target(j.job_id) not in done]
+        services_done = all(service_target(s.service, s.pool) in done for s in allocation.services)
+        if plan_id in self.plans_done and not todo_jobs and services_done:
             self.replays += 1
-            return out
-        partial = allocation.model_copy(update={"services": todo_services, "jobs": todo_jobs})
+            return [self._note(allocation, t, "already-applied", now) for t in done]
+        # Services travel whole (see the module docstring); only the jobs already applied stay back.
+        jobs_done = [t for t in done if parse_target(t).kind == "job"]
+        out = [self._note(allocation, t, "already-applied", now) for t in jobs_done]
+        partial = allocation.model_copy(update={"jobs": todo_jobs})
         self.backend_calls += 1
         results = self.backend.apply(partial)
-        self.plans_done.add(allocation.plan_id)
+        self.plans_done.add(plan_id)
         for result in results:
             if result.outcome in DONE:
                 self.done.add((result.plan_id, result.target))
             out.append((ACTUATIONS, result))
         if not results:
-            out.append(self._note(allocation, f"plan/{allocation.plan_id}", "applied", now))
-            self.done.add((allocation.plan_id, f"plan/{allocation.plan_id}"))
+            marker = plan_target(plan_id)
+            out.append(self._note(allocation, marker, "applied", now))
+            self.done.add((plan_id, marker))
         return out
 
     def _note(self, allocation: Allocation, target: str, outcome: Outcome, now: datetime) -> Outgoing:

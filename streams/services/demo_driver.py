@@ -22,6 +22,7 @@ from confluent_kafka import Message, Producer
 
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
+from schemas.targets import plan_target
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from streams.services.runtime import ServiceRuntime
 from streams.services.threads import run_threads
@@ -71,7 +72,7 @@ class SimulatorBackend:
                     backend="simulator",
                     plan_id=allocation.plan_id,
                     action="none",
-                    target=f"plan/{allocation.plan_id}",
+                    target=plan_target(allocation.plan_id),
                     outcome="skipped",
                     time=now,
                     error=f"issued for {allocation.issued_at.isoformat()}, "

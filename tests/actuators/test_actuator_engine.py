@@ -10,7 +10,7 @@ import pytest
 
 from actuators.base import PHASE_PREEMPT, Change, PermanentError, TemporaryError
 from actuators.dryrun import DryRunBackend
-from actuators.engine import Actuator, RetryPolicy, results_by_target
+from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.observation import Observation
 from schemas import Allocation, JobEventKind
 
@@ -39,7 +39,7 @@ def seeded_backend() -> DryRunBackend:
 
 def test_same_allocation_twice_changes_nothing_the_second_time(make_allocation) -> None:
     backend = seeded_backend()
-    actuator = Actuator(backend, "test", clock=clock, sleep=Sleeps())
+    actuator = ActuationEngine(backend, "test", clock=clock, sleep=Sleeps())
     allocation = make_allocation(
         "p1",
         issued_at=NOW,
@@ -58,7 +58,7 @@ def test_same_allocation_twice_changes_nothing_the_second_time(make_allocation) 
 
 
 def test_change_bound_skips_the_rest(make_allocation) -> None:
-    actuator = Actuator(seeded_backend(), "test", clock=clock, sleep=Sleeps(), max_changes_per_step=1)
+    actuator = ActuationEngine(seeded_backend(), "test", clock=clock, sleep=Sleeps(), max_changes_per_step=1)
     results = actuator.apply(
         make_allocation("p1", issued_at=NOW, jobs=[("j1", "run", "a", 2), ("j2", "run", "a", 2)])
     )
@@ -68,7 +68,7 @@ def test_change_bound_skips_the_rest(make_allocation) -> None:
 
 def test_expired_or_foreign_allocation_changes_nothing(make_allocation) -> None:
     backend = seeded_backend()
-    actuator = Actuator(backend, "test", clock=clock, sleep=Sleeps())
+    actuator = ActuationEngine(backend, "test", clock=clock, sleep=Sleeps())
     old = make_allocation("p0", issued_at=NOW - timedelta(hours=1), valid_s=900, jobs=[("j1", "run", "a", 2)])
     foreign = make_allocation("p1", issued_at=NOW, cluster="other", jobs=[("j1", "run", "a", 2)])
     assert [r.outcome for r in actuator.apply(old)] == ["skipped"]
@@ -113,7 +113,7 @@ class Flaky:
 
 def test_temporary_errors_retry_with_backoff_then_succeed(make_allocation) -> None:
     sleeps = Sleeps()
-    actuator = Actuator(
+    actuator = ActuationEngine(
         Flaky(seeded_backend(), temporary=2),
         "test",
         clock=clock,
@@ -126,7 +126,7 @@ def test_temporary_errors_retry_with_backoff_then_succeed(make_allocation) -> No
 
 
 def test_exhausted_temporary_errors_report_retrying(make_allocation) -> None:
-    actuator = Actuator(
+    actuator = ActuationEngine(
         Flaky(seeded_backend(), temporary=99),
         "test",
         clock=clock,
@@ -140,7 +140,8 @@ def test_exhausted_temporary_errors_report_retrying(make_allocation) -> None:
 
 def test_permanent_error_does_not_block_other_targets(make_allocation) -> None:
     inner = seeded_backend()
-    actuator = Actuator(Flaky(inner, permanent=frozenset({"job/j1"})), "test", clock=clock, sleep=Sleeps())
+    flaky = Flaky(inner, permanent=frozenset({"job/j1"}))
+    actuator = ActuationEngine(flaky, "test", clock=clock, sleep=Sleeps())
     results = results_by_target(
         actuator.apply(
             make_allocation(
@@ -179,7 +180,7 @@ def test_preemptions_share_one_grace_period_and_run_first(make_allocation) -> No
             ]
 
     sleeps = Sleeps()
-    Actuator(Preempting(cluster="test", clock=clock), "test", clock=clock, sleep=sleeps).apply(
+    ActuationEngine(Preempting(cluster="test", clock=clock), "test", clock=clock, sleep=sleeps).apply(
         make_allocation("p1", issued_at=NOW)
     )
     assert prepared == ["p0", "p1", "p2"]
@@ -189,7 +190,7 @@ def test_preemptions_share_one_grace_period_and_run_first(make_allocation) -> No
 
 def test_observation_differences_become_job_events(make_allocation) -> None:
     backend = seeded_backend()
-    actuator = Actuator(backend, "test", clock=clock, sleep=Sleeps())
+    actuator = ActuationEngine(backend, "test", clock=clock, sleep=Sleeps())
     _, first = actuator.observe_events()
     assert [(e.job_id, e.kind) for e in first] == [("j3", JobEventKind.STARTED)]
     actuator.apply(
@@ -206,7 +207,7 @@ def test_observation_differences_become_job_events(make_allocation) -> None:
 def test_dry_run_over_a_real_backend_only_logs(make_allocation) -> None:
     inner = seeded_backend()
     dry = DryRunBackend(inner=inner)
-    results = Actuator(dry, "test", clock=clock, sleep=Sleeps()).apply(
+    results = ActuationEngine(dry, "test", clock=clock, sleep=Sleeps()).apply(
         make_allocation("p1", issued_at=NOW, jobs=[("j1", "run", "b", 2)])
     )
     assert [(r.backend, r.outcome) for r in results] == [("dry-run", "applied")]
@@ -216,7 +217,7 @@ def test_dry_run_over_a_real_backend_only_logs(make_allocation) -> None:
 
 def test_bad_settings_fail_at_start() -> None:
     with pytest.raises(ValueError, match="max_changes_per_step"):
-        Actuator(seeded_backend(), "test", max_changes_per_step=0)
+        ActuationEngine(seeded_backend(), "test", max_changes_per_step=0)
     with pytest.raises(ValueError, match="attempts"):
         RetryPolicy(attempts=0)
 

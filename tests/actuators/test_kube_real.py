@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kube_cluster import ACTUATOR_TOKEN, ACTUATOR_USER, ADMIN_TOKEN, KubeCluster
 
-from actuators.engine import Actuator, RetryPolicy, results_by_target
+from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.kube import KubernetesBackend, api_client
 from actuators.kube.backend import ANN_CHECKPOINT, ANN_PLAN, LABEL_JOB, LABEL_POOL, LABEL_SERVICE
 
@@ -64,12 +64,12 @@ def admin(kube_cluster: KubeCluster) -> Any:
 
 def make_actuator(
     kube_cluster: KubeCluster, namespace: str, **kwargs: Any
-) -> tuple[Actuator, KubernetesBackend]:
+) -> tuple[ActuationEngine, KubernetesBackend]:
     api = api_client(kube_cluster.configuration(ACTUATOR_TOKEN))
     backend = KubernetesBackend(
         api, cluster="test", namespace=namespace, checkpoint_grace_s=0.2, request_timeout_s=5, **kwargs
     )
-    return Actuator(
+    return ActuationEngine(
         backend, "test", retry=RetryPolicy(attempts=3, base_delay_s=0.2, max_delay_s=1.0)
     ), backend
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from slurm_cluster import SlurmCluster
 
-from actuators.engine import Actuator, RetryPolicy, results_by_target
+from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.slurm import SlurmBackend, SlurmCli, reservation_name
 from actuators.slurm.backend import slurm_time
 from actuators.slurm.rest import SlurmRest
@@ -22,11 +22,11 @@ FAST_RETRY = RetryPolicy(attempts=3, base_delay_s=0.2, max_delay_s=1.0)
 
 def make_actuator(
     cluster: SlurmCluster, grace_s: float = 1.0, **kwargs: Any
-) -> tuple[Actuator, SlurmBackend]:
+) -> tuple[ActuationEngine, SlurmBackend]:
     backend = SlurmBackend(
         SlurmCli(env={"SLURM_CONF": str(cluster.conf)}), cluster="test", checkpoint_grace_s=grace_s
     )
-    return Actuator(backend, "test", retry=FAST_RETRY, **kwargs), backend
+    return ActuationEngine(backend, "test", retry=FAST_RETRY, **kwargs), backend
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
@@ -173,7 +173,8 @@ def test_slurmctld_restart_mid_apply_leaves_no_half_applied_step(slurm_cluster, 
         SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}, timeout_s=2), slurm_cluster
     )
     backend = SlurmBackend(transport, cluster="test", checkpoint_grace_s=0)  # type: ignore[arg-type]
-    actuator = Actuator(backend, "test", retry=RetryPolicy(attempts=2, base_delay_s=0.1, max_delay_s=0.2))
+    retry = RetryPolicy(attempts=2, base_delay_s=0.1, max_delay_s=0.2)
+    actuator = ActuationEngine(backend, "test", retry=retry)
     allocation = make_allocation(
         "plan-r",
         jobs=[("job-1", "run", "pool-b", 2), ("job-2", "run", "pool-a", 2), ("job-3", "hold", None, 0)],
@@ -226,7 +227,7 @@ def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
         == ({"pool-a": 16, "pool-b": 16}, {"pool-a": 16, "pool-b": 16})
     )
 
-    actuator = Actuator(rest_backend, "test", retry=FAST_RETRY)
+    actuator = ActuationEngine(rest_backend, "test", retry=FAST_RETRY)
     allocation = make_allocation(
         "plan-rest",
         jobs=[("rest-1", "run", "pool-b", 2), ("rest-2", "hold", None, 0)],

@@ -1,8 +1,8 @@
 """A running loop for the integration tests: the four consumer services as threads on a real broker.
 
 Each test gets its own topic prefix and consumer groups, a manual clock it moves step by step,
-the fifo baseline as the policy (fast and deterministic) and a dry-run actuator backend that
-counts what it applied.
+the fifo baseline as the policy (fast and deterministic) and the engine-backed dry run
+(actuators/) as the actuator, on the manual clock, recording each (plan, target) it changed.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ from datetime import datetime, timedelta
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
+from actuators.dryrun import DryRunBackend
+from actuators.engine import ActuationEngine
 from ebbtide.settings import Settings, load_settings
 from ebbtide.wiring import Parts, build_runtime
 from schemas import ClusterState
 from schemas.codec import encode
+from schemas.targets import parse_target
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
 from streams.metrics import EbbtideMetrics
-from streams.services.actuator import DryRunBackend
 from streams.services.runtime import ServiceRuntime
 from streams.state_diff import events_between, seed_of
 from streams.topics_admin import ensure_catalogue
@@ -47,12 +49,22 @@ class Loop:
     seed: ClusterState
     clock: ManualClock
     transactions: bool
-    backend: DryRunBackend = field(default_factory=DryRunBackend)
+    dry: DryRunBackend = field(init=False)
+    backend: ActuationEngine = field(init=False)
     runtimes: dict[str, ServiceRuntime] = field(default_factory=dict)
     threads: dict[str, tuple[threading.Thread, threading.Event]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     stopped: dict[str, ServiceRuntime] = field(default_factory=dict)
     metrics: EbbtideMetrics = field(default_factory=lambda: EbbtideMetrics(CollectorRegistry()))
+
+    def __post_init__(self) -> None:
+        self.dry = DryRunBackend(cluster=self.seed.cluster, clock=self.clock.now, adopt_unknown_jobs=True)
+        self.backend = ActuationEngine(self.dry, self.seed.cluster, clock=self.clock.now)
+
+    @property
+    def applied(self) -> list[tuple[str, str]]:
+        """(plan_id, target) of every change the dry run made, in order."""
+        return self.dry.applied
 
     @property
     def settings(self) -> Settings:
@@ -158,7 +170,7 @@ class Loop:
 
     def applied_plans(self) -> Counter[str]:
         return Counter(
-            plan for plan, target in self.backend.applied if target.startswith(("job/", "service/"))
+            plan for plan, target in self.applied if parse_target(target).kind in ("job", "service")
         )
 
 

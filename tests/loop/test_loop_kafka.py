@@ -17,6 +17,7 @@ from loop_factories import cluster, job
 from loop_harness import new_loop, wait_for
 
 from schemas import ActuationResult, Allocation, DeadLetter, JobStatus
+from schemas.targets import job_target
 from schemas.topics import (
     ACTUATIONS,
     ALLOCATIONS,
@@ -87,7 +88,7 @@ def test_job_and_demand_events_become_allocations_and_actuations(kafka_broker, t
     assert all(j.reason for j in last.jobs)
     results = read_topic_to_end(kafka_broker.bootstrap, ACTUATIONS, idle_s=0.3, prefix=topic_prefix)
     applied = {(r.plan_id, r.target) for r in results if isinstance(r, ActuationResult)}
-    assert {(last.plan_id, f"job/{j.job_id}") for j in last.jobs} <= applied
+    assert {(last.plan_id, job_target(j.job_id)) for j in last.jobs} <= applied
     # Every service recorded what it did on its metrics.
     registry = loop.metrics.registry
     assert registry.get_sample_value("ebbtide_decisions_total", {"cluster": "c1", "policy": "fifo"}) >= 3
@@ -133,7 +134,7 @@ def test_optimizer_killed_mid_step_loses_no_allocation_and_nothing_is_applied_tw
     for state in states:  # every step's Allocation reached the actuator...
         assert by_time[state.as_of] & done
     # ...and each (plan, target) reached it exactly once, replays notwithstanding.
-    assert len(loop.backend.applied) == len(set(loop.backend.applied))
+    assert loop.applied and len(loop.applied) == len(set(loop.applied))
 
 
 BAD_RECORDS = [

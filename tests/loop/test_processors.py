@@ -7,6 +7,8 @@ from datetime import timedelta
 from loop_factories import STEP_S, at, cluster, job
 from tests_clock import ManualClock
 
+from actuators.engine import ActuationEngine
+from actuators.factory import ActuatorConfig, build_actuator
 from forecaster.source import SeasonalNaiveSource
 from schemas import (
     ActuationResult,
@@ -30,7 +32,7 @@ from schemas.topics import (
 )
 from simulator.policies.fifo import FifoPolicy
 from streams.fold import ClusterFold
-from streams.services.actuator import ActuatorProcessor, DryRunBackend
+from streams.services.actuator import ActuatorProcessor
 from streams.services.forecaster import ForecasterProcessor
 from streams.services.optimizer import OptimizerProcessor
 from streams.services.runtime import BatchDecoder
@@ -101,21 +103,27 @@ def _allocation(plan_id: str) -> Allocation:
     return decision.allocation.model_copy(update={"plan_id": plan_id})
 
 
+def _dry_engine(cluster: str = "c1") -> ActuationEngine:
+    """The engine-backed dry run, as ``build_actuator`` makes it, on the tests' clock."""
+    return build_actuator(ActuatorConfig(), cluster, clock=lambda: at(0))
+
+
 def test_actuator_applies_each_plan_target_once_and_remembers_across_restarts():
-    backend = DryRunBackend()
+    backend = _dry_engine()
     actuator = ActuatorProcessor(backend=backend)
     allocation = _allocation("plan-1")
     first = [event for _, event in actuator.on_event(ALLOCATIONS, allocation)]
     assert first and all(r.outcome == "applied" for r in first)
     again = [event for _, event in actuator.on_event(ALLOCATIONS, allocation)]
     assert again and all(r.outcome == "already-applied" for r in again)
-    assert len(backend.applied) == len(first)
+    assert [r.target for r in again] == [r.target for r in first]
+    assert len(backend.backend.applied) == len(first)
     # A restarted actuator that read its earlier results back does not apply them again.
-    restarted = ActuatorProcessor(backend=DryRunBackend())
+    restarted = ActuatorProcessor(backend=_dry_engine())
     restarted.remember(first)
     replay = [event for topic, event in restarted.on_event(ALLOCATIONS, allocation) if topic == ACTUATIONS]
     assert all(isinstance(r, ActuationResult) and r.outcome == "already-applied" for r in replay)
-    assert restarted.backend.applied == []
+    assert restarted.backend.backend.applied == []
 
 
 def test_forecaster_forecasts_every_service_each_step_and_again_only_on_drift():

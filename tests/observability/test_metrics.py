@@ -283,7 +283,7 @@ def test_actuations_dead_letters_and_steps(metrics: EbbtideMetrics) -> None:
         backend="slurm",
         plan_id="p1",
         action="hold",
-        target="j2",
+        target="job/j2",
         outcome="failed",
         time=T0,
         error="slurmctld down",

@@ -166,7 +166,7 @@ def actuation_result(**over: Any) -> dict[str, Any]:
         backend="slurm",
         plan_id="plan-1a2b",
         action="resume",
-        target="train-42",
+        target="job/train-42",
         outcome="applied",
         time=T0,
         attempt=1,

@@ -39,6 +39,7 @@ from schemas import (
 )
 from schemas.base import Event
 from schemas.plan import JobPlacement
+from schemas.targets import job_target, plan_target, reservation_target, service_target
 
 names = st.text(min_size=1, max_size=24)
 utc_times = st.datetimes(
@@ -253,13 +254,20 @@ def allocations(draw: st.DrawFn) -> Allocation:
     )
 
 
+targets = st.one_of(
+    st.builds(service_target, names, names),
+    st.builds(job_target, names),
+    st.builds(plan_target, names),
+    st.builds(reservation_target, names),
+)
+
 actuation_results = st.builds(
     ActuationResult,
     cluster=names,
     backend=names,
     plan_id=names,
     action=names,
-    target=names,
+    target=targets,
     outcome=st.sampled_from(["applied", "already-applied", "retrying", "failed", "skipped"]),
     time=utc_times,
     attempt=counts,
