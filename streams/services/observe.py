@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.metrics import EbbtideMetrics, forecast_step_index
 from schemas import (
     ActuationResult,
     ClusterState,
@@ -23,6 +22,7 @@ from schemas import (
     JobEvent,
 )
 from schemas.base import Event
+from streams.metrics import EbbtideMetrics, forecast_step_index
 
 
 @dataclass

@@ -19,12 +19,12 @@ from datetime import datetime, timedelta
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
-from streams.metrics import EbbtideMetrics
 from ebbtide.settings import Settings, load_settings
 from schemas import ClusterState
 from schemas.codec import encode
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
+from streams.metrics import EbbtideMetrics
 from streams.services.actuator import DryRunBackend
 from streams.services.runtime import ServiceRuntime
 from streams.services.wiring import Parts, build_runtime, ensure_topics

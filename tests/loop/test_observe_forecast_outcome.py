@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
-from streams.metrics import EbbtideMetrics
 from schemas import DemandForecast, DemandSample
+from streams.metrics import EbbtideMetrics
 from streams.services.observe import ServiceMetrics
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
 from ebbtide.settings import load_settings
+from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -8,13 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streams.metrics import (
-    EbbtideMetrics,
-    ebbtide_metric_names,
-    forecast_step_index,
-    partition_lag_messages,
-    serve_metrics,
-)
 from loop import Decision
 from schemas import (
     ActuationResult,
@@ -36,6 +29,13 @@ from schemas import (
     ServiceSpec,
     ServiceState,
     SolverInfo,
+)
+from streams.metrics import (
+    EbbtideMetrics,
+    ebbtide_metric_names,
+    forecast_step_index,
+    partition_lag_messages,
+    serve_metrics,
 )
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

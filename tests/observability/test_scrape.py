@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from streams.metrics import EbbtideMetrics, serve_metrics
 from loop import Decision
 from schemas import Allocation, HorizonPlan, PlanStep, ServiceDecision, SolverInfo
+from streams.metrics import EbbtideMetrics, serve_metrics
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

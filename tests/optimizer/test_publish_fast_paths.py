@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from optimizer_cases import NOW, forecast, job, pool, service, state, three_pool_cluster
 
+from loop import Decision
 from optimizer.config import PlannerConfig
 from optimizer.fallback import greedy_plan
 from optimizer.headroom import lend_headroom
@@ -27,7 +28,6 @@ from optimizer.plan_build import (
     build_allocation,
     build_horizon_plan,
 )
-from loop import Decision
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
 from schemas import JobAction, PlanStep, ServiceCapacity, SolverInfo

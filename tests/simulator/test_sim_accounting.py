@@ -17,8 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim_helpers import job, tiny_scenario
 
-from loop import ControlLoop
-from loop import Decision
+from loop import ControlLoop, Decision
 from schemas import ClusterState, DemandForecast, JobAction, JobDecision, JobStatus, ServiceDecision
 from simulator.cluster import Simulator
 from simulator.forecast_sources import NoForecastSource
