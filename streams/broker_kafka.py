@@ -198,7 +198,6 @@ def start_local_kafka(
     log_dir = data_dir / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
     jars = ensure_jars()
-    classpath = f"{jars}/*"
     client_port, controller_port = _choose_ports(data_dir, port)
     config = data_dir / "server.properties"
     config.write_text(
@@ -207,37 +206,59 @@ def start_local_kafka(
     (data_dir / "log4j2.properties").write_text(_LOG4J2.format(level=log_level))
     java = _java()
     broker_log = data_dir / "broker.log"
-
     if not (log_dir / "meta.properties").exists():
-        formatted = subprocess.run(
-            [
-                java,
-                *_jvm_options(data_dir, _class_archive_options(jars, dump=False)),
-                "-cp",
-                classpath,
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                _new_cluster_id(),
-                "-c",
-                str(config),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if formatted.returncode != 0:
-            raise BrokerError(
-                f"formatting the Kafka log directory {log_dir} failed:\n{formatted.stdout}{formatted.stderr}"
-            )
+        _format_log_dir(java, jars, data_dir, config)
+    process = _launch(java, jars, data_dir, config, broker_log, die_with_parent)
+    return handle_when_ready(
+        process,
+        bootstrap=f"127.0.0.1:{client_port}",
+        kind="kafka",
+        transactions=True,
+        name=name,
+        data_dir=data_dir,
+        log_file=broker_log,
+        timeout_s=ready_timeout_s,
+        what=f"Apache Kafka {name!r}",
+    )
 
+
+def _format_log_dir(java: str, jars: Path, data_dir: Path, config: Path) -> None:
+    """KRaft's first start: ``kafka-storage format`` with a new cluster id."""
+    formatted = subprocess.run(
+        [
+            java,
+            *_jvm_options(data_dir, _class_archive_options(jars, dump=False)),
+            "-cp",
+            f"{jars}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            _new_cluster_id(),
+            "-c",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if formatted.returncode != 0:
+        raise BrokerError(
+            f"formatting the Kafka log directory {data_dir / 'log'} failed:\n"
+            f"{formatted.stdout}{formatted.stderr}"
+        )
+
+
+def _launch(
+    java: str, jars: Path, data_dir: Path, config: Path, broker_log: Path, die_with_parent: bool
+) -> subprocess.Popen[bytes]:
+    """The broker's JVM in its own session, its output appended to ``broker_log``."""
     with broker_log.open("ab") as out:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [
                 java,
                 *_jvm_options(data_dir, _class_archive_options(jars, dump=True)),
                 "-cp",
-                classpath,
+                f"{jars}/*",
                 "kafka.Kafka",
                 str(config),
             ],
@@ -248,19 +269,6 @@ def start_local_kafka(
             preexec_fn=stop_with_parent() if die_with_parent else None,
             cwd=data_dir,
         )
-    bootstrap = f"127.0.0.1:{client_port}"
-
-    return handle_when_ready(
-        process,
-        bootstrap=bootstrap,
-        kind="kafka",
-        transactions=True,
-        name=name,
-        data_dir=data_dir,
-        log_file=broker_log,
-        timeout_s=ready_timeout_s,
-        what=f"Apache Kafka {name!r}",
-    )
 
 
 __all__ = ["default_data_dir", "log_tail", "server_properties", "start_local_kafka"]

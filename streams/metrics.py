@@ -90,14 +90,24 @@ class EbbtideMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        r = registry
-        # Loop health, per service.
+        self._declare_loop_health(registry)
+        self._declare_decisions(registry)
+        self._declare_cluster_state(registry)
+        self._declare_telemetry(registry)
+        self._declare_forecasts(registry)
+        self._declare_actuation_and_streams(registry)
+        self._series: dict[tuple[int, str], set[tuple[str, ...]]] = {}
+
+    def _declare_loop_health(self, r: CollectorRegistry) -> None:
+        """Loop health, per service."""
         self.steps = Counter("ebbtide_steps", "Loop steps a service ran, by outcome (ok or error)",
                              ["component", "outcome"], registry=r)
         self.last_successful_step = Gauge(
             "ebbtide_last_successful_step_timestamp_seconds",
             "Unix time of the service's last step that completed without error", ["component"], registry=r)
-        # Decisions (optimizer).
+
+    def _declare_decisions(self, r: CollectorRegistry) -> None:
+        """Decisions (optimizer)."""
         self.decisions = Counter("ebbtide_decisions", "Decisions committed", ["cluster", "policy"],
                                  registry=r)
         self.decision_duration = Histogram(
@@ -138,7 +148,9 @@ class EbbtideMetrics:
         self.lost_work = Counter("ebbtide_lost_work_gpu_seconds",
                                  "GPU-seconds since the last checkpoint of preempted jobs (work lost)",
                                  ["cluster", "pool"], registry=r)
-        # Cluster state (state service).
+
+    def _declare_cluster_state(self, r: CollectorRegistry) -> None:
+        """Cluster state (state service)."""
         self.pool_gpus = Gauge("ebbtide_pool_gpus", "GPUs per pool (state: total or available)",
                                ["cluster", "pool", "state"], registry=r)
         self.service_capacity = Gauge("ebbtide_service_capacity_gpus", "GPUs of running inference replicas",
@@ -154,11 +166,15 @@ class EbbtideMetrics:
                                 ["cluster", "priority_class", "status"], registry=r)
         self.job_events = Counter("ebbtide_job_events", "Job lifecycle events seen, by kind",
                                   ["cluster", "kind"], registry=r)
-        # Telemetry (collector).
+
+    def _declare_telemetry(self, r: CollectorRegistry) -> None:
+        """Telemetry (collector)."""
         self.gpu_utilization = Gauge("ebbtide_gpu_utilization_ratio", "Mean GPU utilization of a pool (0-1)",
                                      ["cluster", "pool"], registry=r)
         self.gpu_samples = Counter("ebbtide_gpu_samples", "GPU samples read", ["cluster", "pool"], registry=r)
-        # Forecasts (forecaster).
+
+    def _declare_forecasts(self, r: CollectorRegistry) -> None:
+        """Forecasts (forecaster)."""
         self.forecasts = Counter("ebbtide_forecasts", "Forecasts issued", ["cluster", "service", "model"],
                                  registry=r)
         self.forecast_demand = Gauge("ebbtide_forecast_demand_gpus",
@@ -179,7 +195,9 @@ class EbbtideMetrics:
         self.forecast_covered = Counter("ebbtide_forecast_quantile_covered",
                                         "Evaluated steps whose actual demand was at or below the quantile",
                                         ["cluster", "service", "quantile"], registry=r)
-        # Actuation, streams.
+
+    def _declare_actuation_and_streams(self, r: CollectorRegistry) -> None:
+        """Actuation, streams."""
         self.actuations = Counter("ebbtide_actuations", "Actuation results by backend, action and outcome",
                                   ["cluster", "backend", "action", "outcome"], registry=r)
         self.dead_letters = Counter("ebbtide_dead_letters", "Records sent to the dead-letter topic",
@@ -187,7 +205,6 @@ class EbbtideMetrics:
         self.consumer_lag = Gauge("ebbtide_consumer_lag_messages",
                                   "High watermark minus the consumer's position, per partition",
                                   ["consumer_group", "topic", "partition"], registry=r)
-        self._series: dict[tuple[int, str], set[tuple[str, ...]]] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 

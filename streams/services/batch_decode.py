@@ -1,9 +1,10 @@
 """Decoding consumed records for the stream services: records in, strict events or reasons out.
 
 Place in the loop: the first thing :class:`streams.services.runtime.ServiceRuntime` does with a
-consumed batch. :class:`BatchDecoder` validates each record against its topic's event type with
-the schema's own validator; :func:`dead_letter` turns a record that does not decode into a
-DeadLetter.
+consumed batch (and of the in-memory bus, :mod:`streams.memory_bus`). :class:`BatchDecoder`
+validates each record against its topic's event type with the schema's own validator;
+:func:`dead_letter` turns a record that does not decode into a DeadLetter. A record is anything
+shaped like confluent-kafka's ``Message`` (:class:`Record`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Protocol
 
-from confluent_kafka import Message
 from pydantic import ValidationError
 
 from schemas import DeadLetter
@@ -21,7 +22,21 @@ from schemas.codec import DecodeError, decode
 from schemas.topics import Topic
 
 
-def dead_letter(msg: Message, reason: str, consumer_name: str) -> DeadLetter:
+class Record(Protocol):
+    """A consumed record, as confluent-kafka's ``Message`` presents one."""
+
+    def topic(self) -> str | None: ...
+
+    def partition(self) -> int | None: ...
+
+    def offset(self) -> int | None: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+
+def dead_letter(msg: Record, reason: str, consumer_name: str) -> DeadLetter:
     key = msg.key()
     return DeadLetter(
         source_topic=msg.topic() or "unknown",

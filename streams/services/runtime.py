@@ -8,7 +8,9 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    decoded again one record at a time, so each bad record gets its own reason);
 2. a record that does not decode becomes a DeadLetter (raw bytes, key, reason) and the loop goes on;
 3. hand events to the processor (a run of a topic in one ``on_events`` call where the processor
-   folds it in bulk, e.g. the state service's telemetry), then ``on_idle`` for timers;
+   folds it in bulk, e.g. the state service's telemetry), then ``on_idle`` for timers; steps 1-3
+   for one run are :func:`streams.services.dispatch.handle_run`, which the in-memory bus
+   (:mod:`streams.memory_bus`) calls too;
 4. commit. Commit order: outputs are produced first, then input offsets are committed, so a crash
    in between replays inputs (at-least-once) and never loses one. With ``transactional`` (Apache
    Kafka) outputs and offsets commit atomically in one transaction. While the processor says
@@ -24,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -35,13 +37,11 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from pydantic import ValidationError
 
-from schemas.base import Event
-from schemas.codec import DecodeError, describe, encode
-from schemas.topics import DEAD_LETTERS, Topic
+from schemas.codec import encode
 from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
-from streams.services.batch_decode import BatchDecoder, dead_letter
+from streams.services.batch_decode import BatchDecoder
+from streams.services.dispatch import Outgoing, Processor, handle_run
 from streams.services.observe import ServiceMetrics
 from streams.services.restore import read_topic_to_end
 
@@ -56,24 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-Outgoing = tuple[Topic, Event]
-
-
-class Processor(Protocol):
-    """A service. It may also define ``on_events(source, events) -> Iterable[Outgoing] | None``:
-    a run of valid events of one topic at once (None: not handled, the runtime calls
-    ``on_event`` for each). It must not raise for valid events, or be idempotent: on a
-    ValueError the run is handed again one event at a time (each failure dead-lettered)."""
-
-    name: str
-    inputs: tuple[Topic, ...]
-
-    def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]: ...
-
-    def on_idle(self) -> Iterable[Outgoing]: ...
-
-    def pending(self) -> bool: ...
 
 
 @dataclass
@@ -110,27 +92,7 @@ class ServiceRuntime:
     def __post_init__(self) -> None:
         tune_gc_for_batches()
         self._decoders = {self.topic_prefix + t.name: BatchDecoder(t) for t in self.processor.inputs}
-        self._consumer = Consumer(
-            kafka_config(
-                self.bootstrap,
-                **{
-                    "group.id": self.group_id,
-                    "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest",
-                    "session.timeout.ms": self.session_timeout_ms,
-                    "heartbeat.interval.ms": self.heartbeat_interval_ms,
-                    "isolation.level": "read_committed",
-                    "partition.assignment.strategy": "cooperative-sticky",
-                    "error_cb": self._on_client_error,
-                    # Large fetches keep the hot telemetry topic fed in big batches.
-                    "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                    "fetch.max.bytes": 64 * 1024 * 1024,
-                    "queued.min.messages": 200_000,
-                    # A decision is one hop per service: do not let an idle fetch sit for 500 ms.
-                    "fetch.wait.max.ms": 50,
-                },
-            )
-        )
+        self._consumer = Consumer(self._consumer_config())
         self._broker_lost = False
         self._producer = self._new_producer()
         self._in_transaction = False
@@ -140,6 +102,27 @@ class ServiceRuntime:
             self.observe.declare(self._decoders)
         self._uncommitted = False
         self._warm = False
+
+    def _consumer_config(self) -> dict[str, Any]:
+        return kafka_config(
+            self.bootstrap,
+            **{
+                "group.id": self.group_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": self.session_timeout_ms,
+                "heartbeat.interval.ms": self.heartbeat_interval_ms,
+                "isolation.level": "read_committed",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "error_cb": self._on_client_error,
+                # Large fetches keep the hot telemetry topic fed in big batches.
+                "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "queued.min.messages": 200_000,
+                # A decision is one hop per service: do not let an idle fetch sit for 500 ms.
+                "fetch.wait.max.ms": 50,
+            },
+        )
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
@@ -198,20 +181,9 @@ class ServiceRuntime:
         if self.processor.pending():
             return
         try:
-            if self.transactional:
-                if not self._commit_transaction():
-                    return
-            else:
-                if not self._uncommitted:
-                    return
-                if self._producer.flush(30):
-                    log.warning("%s: outputs not yet acknowledged; will retry", self.processor.name)
-                    return
-                try:
-                    self._consumer.commit(asynchronous=False)
-                except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError._NO_OFFSET:
-                        raise
+            committed = self._commit_transaction() if self.transactional else self._commit_offsets()
+            if not committed:
+                return
         except KafkaException as exc:
             error = exc.args[0]
             self.stats.last_error = str(error)
@@ -226,6 +198,20 @@ class ServiceRuntime:
             raise
         self._uncommitted = False
         self.stats.commits += 1
+
+    def _commit_offsets(self) -> bool:
+        """At-least-once: wait until the outputs are acknowledged, then commit the input offsets."""
+        if not self._uncommitted:
+            return False
+        if self._producer.flush(30):
+            log.warning("%s: outputs not yet acknowledged; will retry", self.processor.name)
+            return False
+        try:
+            self._consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+        return True
 
     def _commit_transaction(self) -> bool:
         if not self._uncommitted and not self._in_transaction:
@@ -259,10 +245,6 @@ class ServiceRuntime:
                 self._consumer.seek(committed)
             else:
                 self._consumer.seek(TopicPartition(committed.topic, committed.partition, OFFSET_BEGINNING))
-
-    def _dead_letter(self, msg: Message, reason: str) -> None:
-        self._produce([(DEAD_LETTERS, dead_letter(msg, reason, self.processor.name))])
-        self.stats.dead_lettered += 1
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -305,40 +287,11 @@ class ServiceRuntime:
         return kept
 
     def _handle(self, decoder: BatchDecoder, batch: list[Message]) -> None:
-        """Decode a run of one topic's records and hand the valid events to the processor."""
-        values = list(map(Message.value, batch))
-        events = decoder.validate_all(values)
-        results: list[Event | DecodeError]
-        if events is None:  # at least one bad record: decode again one by one for the reasons
-            results = decoder.decode_each(values)
-            if self.observe is not None:
-                self.observe.inputs([r for r in results if not isinstance(r, DecodeError)])
-        else:
-            results = events  # type: ignore[assignment]
-            if self.observe is not None:
-                self.observe.inputs(events)
-        source = decoder.source
-        on_events = getattr(self.processor, "on_events", None)
-        if events is not None and on_events is not None:
-            try:
-                out = on_events(source, events)
-            except (ValueError, ValidationError):
-                out = None  # one of them is unusable here: hand them over one by one below
-            if out is not None:
-                self._produce(out)
-                return
-        on_event = self.processor.on_event
-        for msg, result in zip(batch, results, strict=True):
-            if isinstance(result, DecodeError):
-                self._dead_letter(msg, str(result))
-                continue
-            try:
-                out = on_event(source, result)
-                if out:
-                    self._produce(out)
-            except (ValueError, ValidationError) as exc:  # the event is valid but unusable here
-                reason = describe(exc) if isinstance(exc, ValidationError) else str(exc)
-                self._dead_letter(msg, f"{source.event.__name__}: {reason}")
+        """Decode a run of one topic's records, hand the valid events to the processor, produce the answer."""
+        on_inputs = self.observe.inputs if self.observe is not None else None
+        handled = handle_run(self.processor, decoder, batch, on_inputs)
+        self._produce(handled.outputs)
+        self.stats.dead_lettered += handled.dead_lettered
 
     def _note_positions(self) -> None:
         """Read up to here, per partition (the demo and the benchmarks wait on it).
