@@ -22,7 +22,25 @@ _COMMAND_MODULES = (
     "ebbtide.cli_bench",
     "ebbtide.cli_run",
     "ebbtide.cli_bench_decisions",
+    "ebbtide.cli_inspect",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"ebbtide {version('ebbtide')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """ebbtide: forecast-driven GPU allocator."""
 
 
 def _register() -> None:

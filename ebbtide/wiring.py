@@ -27,7 +27,7 @@ from forecaster.source import BankForecastSource
 from loop import Actuator, Clock, Decision, ForecastSource, Policy
 from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
-from schemas.topics import ACTUATIONS, CLUSTER_STATE
+from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
 from streams.metrics import EbbtideMetrics
 from streams.services.actuator import ActuatorProcessor
 from streams.services.forecaster import ForecasterProcessor
@@ -169,6 +169,16 @@ CLUSTER_SCOPED = ("state", "optimizer")
 """Services whose inputs are not all keyed by cluster: one consumer group per cluster, each
 instance reading every partition and keeping its own cluster. The forecaster (cluster-state) and
 the actuator (allocations) read topics keyed by cluster: one group, partitions shared."""
+
+
+def service_inputs() -> dict[str, tuple[Topic, ...]]:
+    """The topics each stream service consumes: its consumer group's topics."""
+    return {
+        "state": StateProcessor.inputs,
+        "forecaster": ForecasterProcessor.inputs,
+        "optimizer": OptimizerProcessor.inputs,
+        "actuator": ActuatorProcessor.inputs,
+    }
 
 
 def group_id_for(service: str, settings: Settings) -> str:

@@ -27,6 +27,7 @@ from schemas.topics import (
     FORECASTS,
     GPU_SAMPLES,
     JOB_EVENTS,
+    PLANS,
 )
 from streams.services.runtime import read_topic_to_end
 from streams.topics_admin import ensure_catalogue
@@ -206,3 +207,74 @@ def expected_letters(total: int, inputs) -> int:
     }
     per_topic = total // len(inputs)
     return sum(readers[t.name] * per_topic for t in inputs)
+
+
+def test_explain_plan_and_status_read_what_the_loop_wrote(kafka_broker, topic_prefix, monkeypatch):
+    """The SRE's commands against the real broker: they say what the records say."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ebbtide.cli import _register, app
+    from schemas import HorizonPlan
+    from streams.services.state import StateProcessor
+
+    states = _states(3)
+    loop = new_loop(kafka_broker.bootstrap, topic_prefix, states[0], transactions=kafka_broker.transactions)
+    loop.start_all()
+    try:
+        _run_steps(loop, states[:2])
+        producer = Producer({"bootstrap.servers": kafka_broker.bootstrap})
+        producer.produce(topic_prefix + JOB_EVENTS.name, b'{"kind": "nonsense"}', key=b"bad")
+        assert producer.flush(10) == 0
+        _run_steps(loop, states, start=2)
+        wait_for(lambda: loop.runtimes["state"].stats.dead_lettered >= 1, what="the bad record dead-lettered")
+    finally:
+        loop.stop_all()
+    for name, value in {
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap,
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": topic_prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": topic_prefix,
+        "EBBTIDE_CLUSTER": "c1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    _register()
+    runner = CliRunner()
+    last = max(_allocations(loop), key=lambda a: a.issued_at)
+    decision = next(j for j in last.jobs if j.job_id == "j1")
+
+    explained = runner.invoke(app, ["explain", "j1", "--json"])
+    assert explained.exit_code == 0, explained.output
+    why = json.loads(explained.output)
+    assert (why["plan_id"], why["action"], why["reason"]) == (
+        last.plan_id,
+        decision.action.value,
+        decision.reason,
+    )
+    assert why["planned_start"] is not None and why["changes"]
+    missing = runner.invoke(app, ["explain", "no-such-job"])
+    assert missing.exit_code == 1 and "no-such-job" in missing.output
+
+    planned = runner.invoke(app, ["plan", "--json"])
+    assert planned.exit_code == 0, planned.output
+    view = json.loads(planned.output)
+    plans = read_topic_to_end(kafka_broker.bootstrap, PLANS, idle_s=0.3, prefix=topic_prefix)
+    latest = next(p for p in plans if isinstance(p, HorizonPlan) and p.plan_id == last.plan_id)
+    assert view["plan_id"] == last.plan_id and view["step"] == 0
+    assert {(j["job_id"], j["gpus"]) for j in view["jobs"]} == {
+        (j.job_id, j.gpus) for j in latest.steps[0].jobs
+    }
+    beyond = runner.invoke(app, ["plan", "--at", f"{(last.issued_at.hour + 12) % 24:02d}:00"])
+    assert beyond.exit_code == 1 and "past the plan's horizon" in beyond.output  # the harness plans 2 h
+
+    status = runner.invoke(app, ["status", "--json"])
+    assert status.exit_code == 0, status.output
+    summary = json.loads(status.output)
+    assert summary["last_step"]["plan_id"] == last.plan_id
+    assert summary["fallbacks"]["steps"] >= 3
+    letters = {(d["source_topic"], d["reason"]): d["count"] for d in summary["dead_letters"]}
+    assert letters == {(topic_prefix + JOB_EVENTS.name, "JobEvent: cluster"): 1}  # its first problem
+    state_lag = [row for row in summary["lag"] if row["service"] == "state"]
+    lag = {row["topic"].removeprefix(topic_prefix): row["lag"] for row in state_lag}
+    assert set(lag) == {t.name for t in StateProcessor.inputs}
+    assert lag[JOB_EVENTS.name] == 0  # it folded every job event (the bad one dead-lettered) and committed
