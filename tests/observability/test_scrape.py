@@ -81,7 +81,8 @@ scrape_configs:
             return [
                 a
                 for a in alerts
-                if a["labels"]["alertname"] == "EbbtideFallbacksInARow" and a["state"] in {"pending", "firing"}
+                if a["labels"]["alertname"] == "EbbtideFallbacksInARow"
+                and a["state"] in {"pending", "firing"}
             ]
 
         alert = server.wait_for("EbbtideFallbacksInARow active", active)[0]
