@@ -30,10 +30,28 @@ CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos
 NAMESPACE = "gpu-loop"
 
 
-def render(helm: str, *overrides: str, release: str = "ebbtide") -> list[dict[str, Any]]:
+MONITORING_APIS = ("monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
+"""The Prometheus Operator's APIs, as `helm template --api-versions` names them: the chart renders a
+ServiceMonitor or PrometheusRule only where the cluster has its API."""
+
+
+def template_args(
+    helm: str, *overrides: str, release: str = "ebbtide", api_versions: Sequence[str] = MONITORING_APIS
+) -> list[str]:
     args = [helm, "template", release, str(CHART), "--namespace", NAMESPACE, "--kube-version", KUBE_VERSION]
+    for api in api_versions:
+        args += ["--api-versions", api]
     for override in overrides:
         args += ["--set", override]
+    return args
+
+
+def render(
+    helm: str, *overrides: str, release: str = "ebbtide", api_versions: Sequence[str] = MONITORING_APIS
+) -> list[dict[str, Any]]:
+    """The chart's manifests, rendered for a cluster that has the Prometheus Operator's CRDs unless
+    ``api_versions`` says otherwise."""
+    args = template_args(helm, *overrides, release=release, api_versions=api_versions)
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -249,7 +267,57 @@ def test_prometheus_rule_carries_the_alert_rules(helm: str) -> None:
         "copy deploy/prometheus/ebbtide-rules.yml to deploy/helm/ebbtide/files/"
     )
     (rule,) = by_kind(render(helm, "prometheusRule.enabled=true"), "PrometheusRule").values()
+    # The default runbookBaseUrl is the plain file's: the rendered rules are the file's, unchanged.
     assert rule["spec"] == yaml.safe_load(source)
+
+
+def test_runbook_urls_follow_the_runbook_base_url(helm: str) -> None:
+    source = yaml.safe_load((ROOT / "deploy" / "prometheus" / "ebbtide-rules.yml").read_text())
+    base = "https://wiki.example.com/sre/ebbtide"
+    (rule,) = by_kind(
+        render(helm, "prometheusRule.enabled=true", f"monitoring.runbookBaseUrl={base}"), "PrometheusRule"
+    ).values()
+    rendered = [r for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert len(rendered) >= 12
+    for r in rendered:
+        assert r["annotations"]["runbook_url"] == f"{base}#{r['alert'].lower()}", r["alert"]
+    # Only the runbook_url differs from the plain file.
+    for group in source["groups"]:
+        for r in group["rules"]:
+            r["annotations"].pop("runbook_url")
+    for group in rule["spec"]["groups"]:
+        for r in group["rules"]:
+            r["annotations"].pop("runbook_url")
+    assert rule["spec"] == source
+
+
+def kinds_of(docs: Sequence[dict[str, Any]]) -> set[str]:
+    return {d["kind"] for d in docs}
+
+
+def test_monitoring_objects_need_enabling_and_the_operator_api(helm: str) -> None:
+    """ServiceMonitor and PrometheusRule render only when enabled AND the cluster serves their CRD's
+    API (`.Capabilities.APIVersions.Has`); the rest of the chart renders the same either way."""
+    monitoring = {"ServiceMonitor", "PrometheusRule"}
+    service_monitor_api, prometheus_rule_api = MONITORING_APIS
+    enabled = ("serviceMonitor.enabled=true", "prometheusRule.enabled=true")
+    everything = render(helm, *enabled)
+    assert monitoring <= kinds_of(everything)
+    # Enabled, but a cluster without the Prometheus Operator: neither, and no error.
+    without = render(helm, *enabled, api_versions=())
+    assert not monitoring & kinds_of(without)
+    assert len(without) == len(everything) - 2
+    # Only the ServiceMonitor CRD installed.
+    only_monitor = kinds_of(render(helm, *enabled, api_versions=(service_monitor_api,)))
+    assert "ServiceMonitor" in only_monitor and "PrometheusRule" not in only_monitor
+    only_rule = kinds_of(render(helm, *enabled, api_versions=(prometheus_rule_api,)))
+    assert "PrometheusRule" in only_rule and "ServiceMonitor" not in only_rule
+    # The API is there but the objects are off.
+    off = render(helm, "serviceMonitor.enabled=false", "prometheusRule.enabled=false")
+    assert not monitoring & kinds_of(off)
+    # Defaults: the ServiceMonitor on (where the API is), the PrometheusRule off.
+    assert "ServiceMonitor" in kinds_of(render(helm)) and "PrometheusRule" not in kinds_of(render(helm))
+    assert not monitoring & kinds_of(render(helm, api_versions=()))
 
 
 def test_bad_values_fail_naming_the_setting(helm: str) -> None:

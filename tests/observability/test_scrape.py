@@ -75,15 +75,18 @@ scrape_configs:
         slow = server.api("query", query='ebbtide_decision_duration_seconds_bucket{le="10.0"}')["result"]
         assert float(slow[0]["value"][1]) == 0.0  # 10.4 s is above the 10 s bucket
 
-        def firing() -> list[dict[str, object]]:
+        def active() -> list[dict[str, object]]:
+            """EbbtideFallbacksInARow pending (its `for: 2m` has not elapsed yet) or firing."""
             alerts = server.api("alerts")["alerts"]
             return [
                 a
                 for a in alerts
-                if a["labels"]["alertname"] == "EbbtideFallbacksInARow" and a["state"] == "firing"
+                if a["labels"]["alertname"] == "EbbtideFallbacksInARow"
+                and a["state"] in {"pending", "firing"}
             ]
 
-        alert = server.wait_for("EbbtideFallbacksInARow firing", firing)[0]
+        alert = server.wait_for("EbbtideFallbacksInARow active", active)[0]
         assert alert["labels"]["cluster"] == "c1" and alert["labels"]["severity"] == "page"
+        assert alert["annotations"]["runbook_url"].endswith("/RUNBOOK.md#ebbtidefallbacksinarow")
     finally:
         endpoint.close()
