@@ -52,7 +52,11 @@ from schemas.actuation import Outcome
 DEFAULT_METRICS_PORT = 9095
 """The port every service serves /metrics on unless EBBTIDE_METRICS_PORT says otherwise."""
 
-LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+LATENCY_BUCKETS_S = (
+    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8),
+    *(1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+)
+"""0.8 s is the default decision budget: EbbtideDecisionLatencyHigh compares p99 with it exactly."""
 FORECAST_ERROR_BUCKETS_GPUS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 Series = dict[tuple[str, ...], float]
