@@ -63,12 +63,16 @@ def demo(
     ] = 20,
     config: ConfigOption = None,
     out: Annotated[Path, typer.Option("--out", help="folder for the PNGs")] = Path("out/demo"),
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", help="use this Kafka (left running) instead of an embedded Tansu broker"),
+    ] = None,
 ) -> None:
-    """The whole loop on this machine: embedded broker, simulated cluster, all services, vs fifo."""
+    """The whole loop on this machine: a broker, simulated cluster, all services, vs fifo."""
     from ebbtide.demo import main
 
     with _bad_settings_exit():
-        code = main(steps, config, out)
+        code = main(steps, config, out, bootstrap)
     raise typer.Exit(code)
 
 

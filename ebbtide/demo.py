@@ -12,8 +12,11 @@ The Kafka side lives in streams/ (only streams/ imports Kafka clients); this mod
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ebbtide.settings import Settings, load_settings
+from ebbtide.settings import Settings, SettingsError, load_settings
 from schemas import JobAction
 
 DEMO_SCENARIO = "replay"
@@ -87,13 +90,14 @@ def describe_step(view: Any) -> str:
     return line
 
 
-def run_demo(steps: int, settings: Settings, out_dir: Path, console: Console) -> DemoResult:
+def run_demo(
+    steps: int, settings: Settings, out_dir: Path, console: Console, bootstrap: str | None = None
+) -> DemoResult:
     from ebbtide.demo_wiring import demo_services
     from simulator.cluster import Simulator
     from simulator.metrics import compute_metrics
     from simulator.registry import baseline_factories
     from simulator.runner import run_scenario
-    from streams.broker_tansu import start_tansu
     from streams.services.demo_driver import run_demo_loop
 
     logging.getLogger("streams").setLevel(logging.ERROR)
@@ -106,37 +110,37 @@ def run_demo(steps: int, settings: Settings, out_dir: Path, console: Console) ->
     )
     with console.status("fifo on the same simulated cluster (reference)..."):
         fifo_metrics, _ = run_scenario(scenario, "fifo", baseline_factories()["fifo"])
-    with console.status("starting the embedded broker (Tansu)..."):
-        broker = start_tansu("demo", data_dir=out_dir / "broker")
-    try:
-        console.print(
-            f"broker: Tansu at {broker.bootstrap} (memory only; no transactions: "
-            "the optimizer publishes at-least-once with deterministic plan ids)"
+    with _broker(bootstrap, out_dir, console) as servers:
+        prefix = settings.kafka.topic_prefix or (f"demo-{uuid.uuid4().hex[:6]}." if bootstrap else "")
+        kafka = settings.kafka.model_copy(
+            update={"bootstrap_servers": servers, "topic_prefix": prefix, "group_prefix": prefix or "ebbtide"}
         )
+        sim = Simulator(scenario)
         run_settings = settings.model_copy(
             update={
                 "cluster": scenario.cluster,
                 "step_s": scenario.step_s,
-                "kafka": settings.kafka.model_copy(update={"bootstrap_servers": broker.bootstrap}),
-            }
-        )
-        sim = Simulator(scenario)
-        run_settings = run_settings.model_copy(
-            update={
-                "state": run_settings.state.model_copy(update={"max_history_steps": sim.history_steps}),
+                "kafka": kafka,
+                "state": settings.state.model_copy(update={"max_history_steps": sim.history_steps}),
                 "horizon_steps": max(86400 // scenario.step_s, 1),
             }
         )
         run = run_demo_loop(
             sim,
             demo_services(sim, run_settings, policy),
-            bootstrap=broker.bootstrap,
-            prefix=run_settings.kafka.topic_prefix,
+            bootstrap=servers,
+            prefix=prefix,
             steps=sim.steps,
             on_step=lambda view: console.print(describe_step(view)),
         )
-    finally:
-        broker.stop()
+    if bootstrap:
+        console.print(
+            f"the records stay on {servers} under the topic prefix {prefix!r}: inspect them with "
+            f"EBBTIDE_KAFKA__TOPIC_PREFIX={prefix} EBBTIDE_KAFKA__GROUP_PREFIX={prefix} "
+            f"ebbtide status --bootstrap {servers} --cluster {scenario.cluster}",
+            markup=False,
+            highlight=False,
+        )
     ours = compute_metrics(sim, policy.name, run.decision_ms)
     plots = write_plots(run, out_dir)
     return DemoResult(ours, fifo_metrics, plots, policy.name, run.dead_letters, run.service_stats)
@@ -213,10 +217,35 @@ def write_plots(run: Any, out_dir: Path) -> list[Path]:
     return paths
 
 
-def main(steps: int, config: Path | None, out_dir: Path) -> int:
+@contextlib.contextmanager
+def _broker(bootstrap: str | None, out_dir: Path, console: Console) -> Iterator[str]:
+    """The user's Kafka when ``--bootstrap`` names one (left running), else an embedded Tansu."""
+    if bootstrap:
+        from streams.broker import answers_metadata
+
+        if not answers_metadata(bootstrap, timeout_s=10.0):
+            raise SettingsError(f"--bootstrap {bootstrap}: no Kafka broker answers a metadata request there")
+        console.print(f"broker: yours at {bootstrap} (left running)")
+        yield bootstrap
+        return
+    from streams.broker_tansu import start_tansu
+
+    with console.status("starting the embedded broker (Tansu)..."):
+        broker = start_tansu("demo", data_dir=out_dir / "broker")
+    console.print(
+        f"broker: Tansu at {broker.bootstrap} (memory only; no transactions: "
+        "the optimizer publishes at-least-once with deterministic plan ids)"
+    )
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+def main(steps: int, config: Path | None, out_dir: Path, bootstrap: str | None = None) -> int:
     console = Console()
     settings = load_settings(config)
-    result = run_demo(steps, settings, out_dir, console)
+    result = run_demo(steps, settings, out_dir, console, bootstrap)
     console.print(comparison_table(result))
     stats = ", ".join(
         f"{name} {s['consumed']} in / {s['produced']} out" for name, s in result.service_stats.items()
