@@ -71,8 +71,3 @@ def round_relaxed(
     )
     return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds)
 
-
-def extract_plan(
-    structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig, x: np.ndarray
-) -> RoundedPlan:
-    return round_relaxed(inputs, config, *relaxed_shares(structure, inputs, x))

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from loop import Decision
 from optimizer.config import PlannerConfig
 from optimizer.inputs import PlanInputs
-from loop import Decision
 from optimizer.rounding import RoundedPlan, greedy_service_targets, round_jobs, services_free
 from schemas import (
     Allocation,
