@@ -130,64 +130,52 @@ def _round_later_blocks(
     job_pool: np.ndarray,
     remaining: np.ndarray,
 ) -> None:
-    """Blocks 1..B-1 of ``job_pool`` (filled in place; column 0 is step 0's): jobs already
-    running keep their pool when it still fits, then the rest go to the allowed pool with most
-    room, in the order of ``_later_block_order``; quotas and remaining work bound every block.
-    """
-    n_jobs, n_blocks = job_pool.shape
+    """Blocks 1..B-1 of ``job_pool`` (filled in place; column 0 is step 0's), block by block
+    (see ``_round_block``); quotas and remaining work bound every block."""
+    n_blocks = job_pool.shape[1]
     if n_blocks <= 1:
         return
-    first = 1
-    remaining_list = remaining.tolist()
-    allowed_rows: list[list[bool]] | None = None
-    allowed_pools: dict[int, list[int]] = {}
-    gang_list = inputs.job_gang.tolist()
-    team_list = inputs.job_team.tolist()
-    limit_list = [quota + EPS for quota in inputs.team_quota.tolist()]
-    free_rows = free.T.tolist()
-    dur_list = inputs.blocks.dur_s.tolist()
-    prev_list: list[int] = job_pool[:, first - 1].tolist()
-    columns: list[list[int]] = []
-    for b, ranked in enumerate(_later_block_order(inputs, share, first), start=first):
-        cap = free_rows[b]
-        cap_max: float | None = max(cap, default=0.0)  # no pool fits a gang above it (None: recount)
-        team_used_list = [0.0] * len(limit_list)
-        # running in the previous block first (stable: keeps the ranked order within each part)
-        order = [j for j in ranked if prev_list[j] >= 0] + [j for j in ranked if prev_list[j] < 0]
-        dur = dur_list[b]
-        placed = [-1] * n_jobs
-        for j in order:
-            if remaining_list[j] <= 0:
+    left = remaining.tolist()
+    allowed = [np.flatnonzero(row).tolist() for row in inputs.job_allowed]
+    prev: list[int] = job_pool[:, 0].tolist()
+    for b, ranked in enumerate(_later_block_order(inputs, share, 1), start=1):
+        prev = _round_block(inputs, b, ranked, free[:, b].tolist(), prev, allowed, left)
+        job_pool[:, b] = prev
+
+
+def _round_block(
+    inputs: PlanInputs,
+    b: int,
+    ranked: list[int],
+    cap: list[float],
+    prev: list[int],
+    allowed: list[list[int]],
+    left: list[float],
+) -> list[int]:
+    """Block b's pool per job: jobs running in the block before keep their pool when it still
+    fits (``cap``: GPUs free per pool), then the rest, in ``ranked`` order, go to the allowed pool
+    with most room. ``left`` (work left per job) is updated in place."""
+    gang, team = inputs.job_gang.tolist(), inputs.job_team.tolist()
+    limit = [quota + EPS for quota in inputs.team_quota.tolist()]
+    used = [0.0] * len(limit)
+    dur = float(inputs.blocks.dur_s[b])
+    placed = [-1] * len(prev)
+    # running in the previous block first (stable: keeps the ranked order within each part)
+    for j in [j for j in ranked if prev[j] >= 0] + [j for j in ranked if prev[j] < 0]:
+        g, t = gang[j], team[j]
+        if left[j] <= 0 or used[t] + g > limit[t]:
+            continue
+        p = prev[j]
+        if p < 0 or cap[p] + EPS < g:
+            fits = [q for q in allowed[j] if cap[q] + EPS >= g]
+            if not fits:
                 continue
-            g, t = gang_list[j], team_list[j]
-            if team_used_list[t] + g > limit_list[t]:
-                continue
-            p = prev_list[j]
-            if p < 0 or cap[p] + EPS < g:
-                if cap_max is None:
-                    cap_max = max(cap)
-                if cap_max + EPS < g:
-                    continue
-                p = -1
-                best = -1.0
-                pools = allowed_pools.get(j)
-                if pools is None:
-                    if allowed_rows is None:
-                        allowed_rows = inputs.job_allowed.tolist()
-                    pools = allowed_pools[j] = [q for q, ok in enumerate(allowed_rows[j]) if ok]
-                for q in pools:
-                    if cap[q] + EPS >= g and cap[q] > best:
-                        p, best = q, cap[q]
-                if p < 0:
-                    continue
-            cap[p] -= g
-            cap_max = None
-            team_used_list[t] += g
-            placed[j] = p
-            remaining_list[j] -= g * dur
-        columns.append(placed)
-        prev_list = placed
-    job_pool[:, first:] = np.array(columns, dtype=np.int64).T
+            p = max(fits, key=lambda q: cap[q])  # the first of equals, as a strict > scan
+        cap[p] -= g
+        used[t] += g
+        placed[j] = p
+        left[j] -= g * dur
+    return placed
 
 
 def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:
