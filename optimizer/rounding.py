@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -135,30 +135,37 @@ def _round_later_blocks(
     n_blocks = job_pool.shape[1]
     if n_blocks <= 1:
         return
+    jobs = _JobLimits(
+        gang=inputs.job_gang.tolist(),
+        team=inputs.job_team.tolist(),
+        limit=[quota + EPS for quota in inputs.team_quota.tolist()],
+        allowed=[[q for q, ok in enumerate(row) if ok] for row in inputs.job_allowed.tolist()],
+    )
     left = remaining.tolist()
-    allowed = [np.flatnonzero(row).tolist() for row in inputs.job_allowed]
     prev: list[int] = job_pool[:, 0].tolist()
     for b, ranked in enumerate(_later_block_order(inputs, share, 1), start=1):
-        prev = _round_block(inputs, b, ranked, free[:, b].tolist(), prev, allowed, left)
+        dur = float(inputs.blocks.dur_s[b])
+        prev = _round_block(jobs, dur, ranked, free[:, b].tolist(), prev, left)
         job_pool[:, b] = prev
 
 
+class _JobLimits(NamedTuple):
+    """Per job: its gang, team and allowed pools; per team: its quota (plus EPS)."""
+
+    gang: list[float]
+    team: list[int]
+    limit: list[float]
+    allowed: list[list[int]]
+
+
 def _round_block(
-    inputs: PlanInputs,
-    b: int,
-    ranked: list[int],
-    cap: list[float],
-    prev: list[int],
-    allowed: list[list[int]],
-    left: list[float],
+    jobs: _JobLimits, dur: float, ranked: list[int], cap: list[float], prev: list[int], left: list[float]
 ) -> list[int]:
-    """Block b's pool per job: jobs running in the block before keep their pool when it still
-    fits (``cap``: GPUs free per pool), then the rest, in ``ranked`` order, go to the allowed pool
-    with most room. ``left`` (work left per job) is updated in place."""
-    gang, team = inputs.job_gang.tolist(), inputs.job_team.tolist()
-    limit = [quota + EPS for quota in inputs.team_quota.tolist()]
+    """A later block's pool per job (``dur``: its length): jobs running in the block before keep
+    their pool when it still fits (``cap``: GPUs free per pool), then the rest, in ``ranked``
+    order, go to the allowed pool with most room. ``left`` (work left per job) is updated in place."""
+    gang, team, limit, allowed = jobs
     used = [0.0] * len(limit)
-    dur = float(inputs.blocks.dur_s[b])
     placed = [-1] * len(prev)
     # running in the previous block first (stable: keeps the ranked order within each part)
     for j in [j for j in ranked if prev[j] >= 0] + [j for j in ranked if prev[j] < 0]:

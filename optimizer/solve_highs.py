@@ -119,8 +119,9 @@ def _restart_from_basis(highs: highspy.Highs) -> None:
 class HighsSession:
     """One persistent HiGHS model of a structure, updated in place while the structure holds.
 
-    Persistent model and warm start: a warm in-place update of the 2,000-job case solves in
-    a fraction of a cold pass (see PlannerPolicy's docstring for the measured figures).
+    Persistent model and warm start: at 2,000 jobs a warm in-place update solved in 190 ms
+    against 449 ms for the same model passed fresh and solved cold, and a rebuild starting from
+    the carried basis in 143 ms (p50; the measurement is described in optimizer/planner.py).
     """
 
     def __init__(self) -> None:
