@@ -1,4 +1,4 @@
-"""BandCalibrator: each service's forecast checked against the demand that followed.
+"""Calibrate (pipeline stage 1): each service's forecast checked against the demand that followed.
 
 The planner covers demand at a service's SLO quantile, so a band wider than the forecast's real
 misses idles GPUs that batch work could use. Before each decision the calibrator scores the
@@ -25,7 +25,6 @@ corrected forecast earns.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,41 +47,11 @@ class _Issued:
 class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
-        self.issued_in_order = True  # issued steps never decrease (so scoring can skip old ones)
         self.ratios: deque[float] = deque(maxlen=window * lead)
-        self.sorted_ratios: list[float] = []  # the same ratios, kept sorted (for the quantile)
         self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window
         self.phi_cache: tuple[int, list[float]] | None = None  # (refreshed at step, phi)
-
-    def remember_issued(self, issued: _Issued) -> None:
-        if self.issued and issued.step < self.issued[-1].step:
-            self.issued_in_order = False
-        self.issued.append(issued)
-
-    def recent_issued(self, lead: int, step: int) -> list[_Issued] | deque[_Issued]:
-        """The issued forecasts, oldest first, that may cover ``step`` with one of their first
-        ``lead`` steps (all of them when their steps are out of order)."""
-        if not self.issued_in_order:
-            return self.issued
-        recent: list[_Issued] = []
-        oldest = step - max(lead, 1)  # an issued forecast at or before it cannot cover step
-        for issued in reversed(self.issued):
-            if issued.step <= oldest:
-                break
-            recent.append(issued)
-        recent.reverse()
-        return recent
-
-    def remember_ratio(self, ratio: float) -> None:
-        """Append to the window of ratios; the sorted copy drops what the window drops."""
-        if self.ratios.maxlen == 0:
-            return
-        if len(self.ratios) == self.ratios.maxlen:
-            del self.sorted_ratios[bisect_left(self.sorted_ratios, self.ratios[0])]
-        self.ratios.append(ratio)
-        insort(self.sorted_ratios, ratio)
 
     def remember_miss(self, step: int, miss: float) -> None:
         self.misses.append((step, miss))
@@ -148,7 +117,7 @@ class BandCalibrator:
                 lead = min(self.lead_steps, forecast.horizon_steps)
                 p50 = [float(v) for v in forecast.curve("p50")[:lead]]
                 upper = [float(v) for v in forecast.curve(key)[:lead]]
-                record.remember_issued(_Issued(step_now, p50, upper, source_p50_first))
+                record.issued.append(_Issued(step_now, p50, upper, source_p50_first))
             factors[name] = self._factor(record, quantile_level(key))
         return adjusted, factors
 
@@ -198,20 +167,20 @@ class BandCalibrator:
         first = max(record.scored_through + 1, last - len(history) + 1)
         for step in range(first, last + 1):
             demand = history[len(history) - 1 - (last - step)]
-            for issued in record.recent_issued(self.lead_steps, step):
+            for issued in record.issued:
                 h = step - issued.step
                 if h == 0:
                     record.remember_miss(step, demand - issued.source_p50_first)
                 if 0 <= h < len(issued.p50):
                     band = issued.upper[h] - issued.p50[h]
                     if band > 1e-6:
-                        record.remember_ratio((demand - issued.p50[h]) / band)
+                        record.ratios.append((demand - issued.p50[h]) / band)
         record.scored_through = max(record.scored_through, last)
 
     def _factor(self, record: _ServiceRecord, level: float) -> float:
         if len(record.ratios) < self.min_scored:
             return 1.0
-        size = len(record.sorted_ratios)
-        k = min(math.ceil(level * (size - 1)), size - 1)  # numpy's "higher" quantile
-        factor = float(record.sorted_ratios[k])
+        ratios = sorted(record.ratios)
+        k = min(math.ceil(level * (len(ratios) - 1)), len(ratios) - 1)  # numpy's "higher" quantile
+        factor = float(ratios[k])
         return min(max(factor, self.min_factor), self.max_factor)

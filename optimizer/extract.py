@@ -1,4 +1,5 @@
-"""Reading a solved horizon model back: relaxed shares per job, pool and block, then rounding.
+"""Round (pipeline stage 5): the solved horizon model read back as relaxed shares per job, pool
+and block, then rounded to whole replicas and gangs (optimizer/rounding.py, optimizer/step0.py).
 
 Step 0 is what gets committed; the other blocks are the plan the next decisions start from. Pure.
 """
@@ -21,8 +22,7 @@ def relaxed_shares(
     gang = np.maximum(inputs.job_gang, 1.0)
     share0 = np.zeros((n_jobs, n_pools))
     pair_job, pair_pool = structure.y0_pairs.T
-    # written through the flat index of each (job, pool) pair: one index array, not two
-    share0.ravel()[pair_job * n_pools + pair_pool] = x[structure.cols["y0"]] / gang[pair_job]
+    share0[pair_job, pair_pool] = x[structure.cols["y0"]] / gang[pair_job]
     share = np.zeros((n_jobs, n_blocks))
     share[:, 0] = share0.sum(axis=1)
     if n_blocks > 1 and n_jobs:
@@ -71,8 +71,3 @@ def round_relaxed(
     )
     return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds)
 
-
-def extract_plan(
-    structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig, x: np.ndarray
-) -> RoundedPlan:
-    return round_relaxed(inputs, config, *relaxed_shares(structure, inputs, x))

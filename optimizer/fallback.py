@@ -1,5 +1,7 @@
 """Fallback plans, for when the solver times out, finds the model infeasible or fails.
 
+Stand-in for pipeline stages 3 to 5 (optimizer/planner.py calls it when the solve gives nothing).
+
 First choice: the last feasible plan shifted by one step (its next step's placements are
 preferred, then repaired against the current state by the same rounding that makes every plan
 feasible). Otherwise a greedy plan: inference gets its SLO quantile on dedicated GPUs, running jobs
@@ -24,6 +26,7 @@ from schemas import (
     JobAction,
     JobDecision,
     JobPlacement,
+    JobState,
     JobStatus,
     PlanStep,
     ServiceCapacity,
@@ -100,7 +103,7 @@ def keep_current_state(
 ) -> Decision:
     """Last line of defence when even the greedy fallback fails: change nothing. Running jobs keep
     running where they are, waiting jobs wait, services keep their replicas."""
-    pools = {p.name: p for p in state.pools}
+    pools = {p.name for p in state.pools}
     services = [
         ServiceCapacity(
             service=s.spec.service, pool=pool, replicas=n, gpus=float(n * s.spec.gpus_per_replica)
@@ -131,19 +134,6 @@ def keep_current_state(
         solver=info,
         inputs_digest=digest,
     )
-    jobs = [
-        JobDecision(
-            job_id=j.spec.job_id,
-            action=JobAction.RUN,
-            pool=j.pool,
-            gpus=j.spec.gpus,
-            reason=f"run: kept; {reason}",
-        )
-        if j in running
-        else JobDecision(job_id=j.spec.job_id, action=JobAction.HOLD, reason=f"held: {reason}")
-        for j in state.jobs
-        if j.status in (JobStatus.RUNNING, JobStatus.QUEUED)
-    ]
     allocation = Allocation(
         cluster=state.cluster,
         plan_id=plan_id,
@@ -157,8 +147,25 @@ def keep_current_state(
             )
             for c in services
         ],
-        jobs=jobs,
+        jobs=_kept_jobs(state, running, reason),
         fallback=True,
         fallback_reason=reason,
     )
     return Decision(plan=plan, allocation=allocation)
+
+
+def _kept_jobs(state: ClusterState, running: list[JobState], reason: str) -> list[JobDecision]:
+    """Running jobs run on where they run; waiting jobs wait."""
+    return [
+        JobDecision(
+            job_id=j.spec.job_id,
+            action=JobAction.RUN,
+            pool=j.pool,
+            gpus=j.spec.gpus,
+            reason=f"run: kept; {reason}",
+        )
+        if j in running
+        else JobDecision(job_id=j.spec.job_id, action=JobAction.HOLD, reason=f"held: {reason}")
+        for j in state.jobs
+        if j.status in (JobStatus.RUNNING, JobStatus.QUEUED)
+    ]

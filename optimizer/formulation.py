@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -60,20 +59,6 @@ class ColumnMatrix:
         np.cumsum(np.bincount(col_of, minlength=n_cols), out=indptr[1:])
         return cls(indptr, (unique % max(n_rows, 1)).astype(np.int64), data.astype(float), n_rows)
 
-    @cached_property
-    def entry_cols(self) -> np.ndarray:
-        """The column of each stored entry."""
-        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
-
-    @cached_property
-    def by_row(self) -> tuple[np.ndarray, np.ndarray]:
-        """(row pointer, entry order): the stored entries row by row, as positions into ``data``
-        (so values changed in place read through)."""
-        order = np.argsort(self.indices, kind="stable")
-        row_ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.indices, minlength=self.n_rows), out=row_ptr[1:])
-        return row_ptr, order
-
     def entry_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The position in ``data`` of each stored (row, col)."""
         at = [
@@ -100,8 +85,6 @@ class ModelStructure:
     slot_gang: np.ndarray  # [J] what the matrix encodes now per job slot (updated in place)
     slot_hall: np.ndarray  # [J, F]
     slot_quota: np.ndarray  # [J]
-    slot_allowed: np.ndarray | None = None  # the inputs' job_allowed the matrix was built from
-    slot_team: np.ndarray | None = None  # and their job_team (same objects: same slots)
 
 
 def structure_key(inputs: PlanInputs) -> str:
@@ -192,16 +175,33 @@ class _Rows:
         self.c.append(cols.ravel())
         self.v.append(vals.ravel())
 
+    def matrix(self, n_cols: int) -> ColumnMatrix:
+        if not self.r:
+            empty = np.zeros(0, dtype=np.int64)
+            return ColumnMatrix.from_triplets(self.n, n_cols, empty, empty, np.zeros(0))
+        return ColumnMatrix.from_triplets(
+            self.n, n_cols, np.concatenate(self.r), np.concatenate(self.c), np.concatenate(self.v)
+        )
 
-def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructure:
-    n_jobs, n_svc, n_pools = inputs.n_jobs, inputs.n_services, inputs.n_pools
-    n_blocks = inputs.blocks.count
-    dur_s = inputs.blocks.dur_s
 
+class _Columns(NamedTuple):
+    """The model's columns, and the index arrays the row groups share."""
+
+    cols: dict[str, np.ndarray]  # column group -> indices shaped by its index sets
+    n_cols: int
+    y0_pairs: np.ndarray  # [n, 2] (job, pool) of each y0 column
+    sp_pairs: np.ndarray  # [m, 2] (service, pool) of each service column row
+    shared: np.ndarray  # [m] the pair may time-slice (has G columns)
+    g_of: np.ndarray  # [m, B] physical GPUs' column: G where it may time-slice, else R
+    g_scale: np.ndarray  # [m, 1] GPUs per unit of that column: 1 for G, gpr for R
+
+
+def _columns(inputs: PlanInputs) -> _Columns:
+    n_jobs, n_svc, n_blocks = inputs.n_jobs, inputs.n_services, inputs.blocks.count
     count = 0
     cols: dict[str, np.ndarray] = {}
 
-    def add_cols(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    def add(name: str, shape: tuple[int, ...]) -> np.ndarray:
         nonlocal count
         size = int(np.prod(shape))
         cols[name] = np.arange(count, count + size, dtype=np.int64).reshape(shape)
@@ -213,27 +213,27 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     sp_pairs = np.argwhere(inputs.svc_allowed)
     n_sp = sp_pairs.shape[0]
     shared = inputs.svc_tenants[sp_pairs[:, 0], sp_pairs[:, 1]] > 1
-    n_shared = int(np.count_nonzero(shared))
-    y0 = add_cols("y0", (y0_pairs.shape[0],))
-    yb = add_cols("yb", (n_jobs, n_blocks - 1))
-    pre = add_cols("pre", (n_jobs,))
-    r_col = add_cols("R", (n_sp, n_blocks))
-    g_col = add_cols("G", (n_shared, n_blocks))
-    up0 = add_cols("up0", (n_sp,))
-    up_col = add_cols("up", (n_svc, n_blocks - 1))
-    short = add_cols("short", (n_svc, n_blocks))
-    minshort = add_cols("minshort", (n_svc, n_blocks))
-
-    j0, p0 = y0_pairs[:, 0], y0_pairs[:, 1]
-    s_of, p_of = sp_pairs[:, 0], sp_pairs[:, 1]
-    gang = inputs.job_gang
-    gpr = inputs.svc_gpr[s_of]
-    rows = _Rows()
+    add("y0", (y0_pairs.shape[0],))
+    add("yb", (n_jobs, n_blocks - 1))
+    add("pre", (n_jobs,))
+    r_col = add("R", (n_sp, n_blocks))
+    g_col = add("G", (int(np.count_nonzero(shared)), n_blocks))
+    add("up0", (n_sp,))
+    add("up", (n_svc, n_blocks - 1))
+    add("short", (n_svc, n_blocks))
+    add("minshort", (n_svc, n_blocks))
     # Physical GPUs of each pair: its G column where it may time-slice, else gpr x its R column.
     g_of = np.zeros((n_sp, n_blocks), dtype=np.int64)
     g_of[shared] = g_col
     g_of[~shared] = r_col[~shared]
-    g_scale = np.where(shared, 1.0, gpr)[:, None]
+    g_scale = np.where(shared, 1.0, inputs.svc_gpr[sp_pairs[:, 0]])[:, None]
+    return _Columns(cols, count, y0_pairs, sp_pairs, shared, g_of, g_scale)
+
+
+def _job_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
+    """Gang in step 0, remaining work, preemption (link, keep-running, bound per step)."""
+    n_jobs, dur_s = inputs.n_jobs, inputs.blocks.dur_s
+    j0, y0, yb, pre = c.y0_pairs[:, 0], c.cols["y0"], c.cols["yb"], c.cols["pre"]
     # Gang in step 0 (sum over pools <= gang) and remaining work over the horizon.
     rows.coef(rows.add("gang0", (n_jobs,))[j0], y0, 1.0)
     r_work = rows.add("work", (n_jobs,))
@@ -252,38 +252,56 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     rows.coef(r_keep, pre[:, None], 1.0)
     rows.coef(r_keep, yb[:, :n_keep], 1.0)
     r_pre = rows.add("preempt_bound", (1,))
-    rows.coef(np.full(n_jobs, r_pre[0]), pre, 1.0 / np.maximum(gang, 1.0))
-    # Pool capacity in step 0, per pool: services' physical GPUs plus jobs.
-    r_cap0 = rows.add("cap0", (n_pools,))
-    rows.coef(r_cap0[p0], y0, 1.0)
-    rows.coef(r_cap0[p_of], g_of[:, 0], g_scale[:, 0])
-    # Later blocks: capacity of each pool set in the Hall family.
-    sets = hall_sets(inputs.job_allowed, gang, n_pools)
+    rows.coef(np.full(n_jobs, r_pre[0]), pre, 1.0 / np.maximum(inputs.job_gang, 1.0))
+
+
+def _capacity_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray]:
+    """Pool capacity in step 0, and of each pool set of the Hall family in later blocks: services'
+    physical GPUs plus jobs. Returns the sets and which jobs count in each."""
+    n_blocks, p_of = inputs.blocks.count, c.sp_pairs[:, 1]
+    y0, yb = c.cols["y0"], c.cols["yb"]
+    r_cap0 = rows.add("cap0", (inputs.n_pools,))
+    rows.coef(r_cap0[c.y0_pairs[:, 1]], y0, 1.0)
+    rows.coef(r_cap0[p_of], c.g_of[:, 0], c.g_scale[:, 0])
+    sets = hall_sets(inputs.job_allowed, inputs.job_gang, inputs.n_pools)
     r_hall = rows.add("hall", (sets.shape[0], n_blocks - 1))
     members = hall_members(inputs.job_allowed, sets)
     if n_blocks > 1:
         jf = np.argwhere(members)
         rows.coef(r_hall[jf[:, 1]], yb[jf[:, 0]], 1.0)
         sf = np.argwhere(sets[:, p_of])
-        rows.coef(r_hall[sf[:, 0]], g_of[sf[:, 1], 1:], g_scale[sf[:, 1]])
-    # Team quotas in every block.
+        rows.coef(r_hall[sf[:, 0]], c.g_of[sf[:, 1], 1:], c.g_scale[sf[:, 1]])
+    return sets, members
+
+
+def _quota_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> tuple[tuple[str, ...], np.ndarray]:
+    """Team quotas in every block. Returns the teams with a quota and each job's quota row."""
     quota_teams = quota_team_names(inputs)
-    r_quota = rows.add("quota", (len(quota_teams), n_blocks))
+    r_quota = rows.add("quota", (len(quota_teams), inputs.blocks.count))
     slot_quota = quota_rows_of_jobs(inputs, quota_teams)
     if quota_teams:
+        j0, y0, yb = c.y0_pairs[:, 0], c.cols["y0"], c.cols["yb"]
         k0 = slot_quota[j0] >= 0
         rows.coef(r_quota[slot_quota[j0][k0], 0], y0[k0], 1.0)
         kb = np.flatnonzero(slot_quota >= 0)
         rows.coef(r_quota[slot_quota[kb], 1:], yb[kb], 1.0)
-    # Services: SLO coverage, time-slicing packing, replica bounds, scale-up (lead time, churn).
+    return quota_teams, slot_quota
+
+
+def _service_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
+    """Services: SLO coverage, time-slicing packing, replica bounds, scale-up (lead time, churn)."""
+    n_svc, n_blocks, dur_s = inputs.n_services, inputs.blocks.count, inputs.blocks.dur_s
+    s_of, p_of, shared, g_of, g_scale = c.sp_pairs[:, 0], c.sp_pairs[:, 1], c.shared, c.g_of, c.g_scale
+    r_col, g_col, gpr = c.cols["R"], c.cols["G"], inputs.svc_gpr[s_of]
     loss = inputs.svc_loss[s_of, p_of]
     r_cover = rows.add("cover", (n_svc, n_blocks))
     lead = np.minimum(inputs.svc_startup_s[:, None] / dur_s[None, :], 1.0)  # [S, B]
     rows.coef(r_cover[s_of], g_of, (1.0 + loss)[:, None] * g_scale)
     rows.coef(r_cover[s_of], r_col, (-loss * gpr)[:, None])
-    rows.coef(r_cover[s_of, 0], up0, -lead[s_of, 0])
-    rows.coef(r_cover[:, 1:], up_col, -lead[:, 1:])
-    rows.coef(r_cover, short, 1.0)
+    rows.coef(r_cover[s_of, 0], c.cols["up0"], -lead[s_of, 0])
+    rows.coef(r_cover[:, 1:], c.cols["up"], -lead[:, 1:])
+    rows.coef(r_cover, c.cols["short"], 1.0)
+    n_shared = g_col.shape[0]
     r_pack = rows.add("pack", (n_shared, n_blocks))
     rows.coef(r_pack, g_col, inputs.svc_tenants[s_of, p_of][shared, None])
     rows.coef(r_pack, r_col[shared], -gpr[shared, None])
@@ -292,39 +310,41 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
     rows.coef(r_dedic, r_col[shared], -gpr[shared, None])
     r_min = rows.add("min_replicas", (n_svc, n_blocks))
     rows.coef(r_min[s_of], r_col, 1.0)
-    rows.coef(r_min, minshort, 1.0)
-    r_max = rows.add("max_replicas", (n_svc, n_blocks))
-    rows.coef(r_max[s_of], r_col, 1.0)
-    r_up0 = rows.add("scale_up0", (n_sp,))
-    rows.coef(r_up0, up0, 1.0)
+    rows.coef(r_min, c.cols["minshort"], 1.0)
+    rows.coef(rows.add("max_replicas", (n_svc, n_blocks))[s_of], r_col, 1.0)
+    r_up0 = rows.add("scale_up0", (s_of.size,))
+    rows.coef(r_up0, c.cols["up0"], 1.0)
     rows.coef(r_up0, g_of[:, 0], -g_scale[:, 0])
     r_up = rows.add("scale_up", (n_svc, n_blocks - 1))
-    rows.coef(r_up, up_col, 1.0)
+    rows.coef(r_up, c.cols["up"], 1.0)
     if n_blocks > 1:
         rows.coef(r_up[s_of], g_of[:, 1:], -g_scale)
         rows.coef(r_up[s_of], g_of[:, :-1], g_scale)
 
-    a_row = np.concatenate(rows.r) if rows.r else np.zeros(0, dtype=np.int64)
-    a_col = np.concatenate(rows.c) if rows.c else np.zeros(0, dtype=np.int64)
-    a_val = np.concatenate(rows.v) if rows.v else np.zeros(0)
-    matrix = ColumnMatrix.from_triplets(rows.n, count, a_row, a_col, a_val)
+
+def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructure:
+    """The model's matrix for ``inputs``' structure (see the module's docstring)."""
+    c = _columns(inputs)
+    rows = _Rows()
+    _job_rows(rows, c, inputs)
+    sets, members = _capacity_rows(rows, c, inputs)
+    quota_teams, slot_quota = _quota_rows(rows, c, inputs)
+    _service_rows(rows, c, inputs)
     return ModelStructure(
         key=key or structure_key(inputs),
-        n_cols=count,
+        n_cols=c.n_cols,
         n_rows=rows.n,
-        matrix=matrix,
-        cols=cols,
+        matrix=rows.matrix(c.n_cols),
+        cols=c.cols,
         rows=rows.groups,
-        y0_pairs=y0_pairs,
-        sp_pairs=sp_pairs,
-        sp_shared=shared,
+        y0_pairs=c.y0_pairs,
+        sp_pairs=c.sp_pairs,
+        sp_shared=c.shared,
         hall_sets=sets,
         quota_teams=quota_teams,
-        slot_gang=gang.copy(),
+        slot_gang=inputs.job_gang.copy(),
         slot_hall=members,
         slot_quota=slot_quota,
-        slot_allowed=inputs.job_allowed,
-        slot_team=inputs.job_team,
     )
 
 
@@ -333,22 +353,13 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
 
     Job slots are grouped by class (optimizer/slots.py), so a job taking over a slot changes no
     coefficient but its gang's (see update_gangs); if more would change, the caller rebuilds.
-    The slot table hands out the same read-only arrays until it lays the slots out again, so the
-    same objects mean the same slots (the structure key covers the teams with a quota).
     """
-    if (
-        structure.slot_allowed is not None
-        and inputs.job_allowed is structure.slot_allowed
-        and inputs.job_team is structure.slot_team
-        and not inputs.job_allowed.flags.writeable
-    ):
-        return True
     members = hall_members(inputs.job_allowed, structure.hall_sets)
     quota = quota_rows_of_jobs(inputs, structure.quota_teams)
     return bool(
-        np.array_equal(members, structure.slot_hall)
+        structure.y0_pairs.shape[0] == int(inputs.job_allowed.sum())
+        and np.array_equal(members, structure.slot_hall)
         and np.array_equal(quota, structure.slot_quota)
-        and structure.y0_pairs.shape[0] == int(inputs.job_allowed.sum())
     )
 
 

@@ -1,4 +1,5 @@
-"""Lending burst headroom: step 0's reserved-but-idle inference capacity runs preemptible batch.
+"""Lend headroom (pipeline stage 7, the last): step 0's reserved-but-idle inference capacity
+runs preemptible batch.
 
 The plan reserves each service's capacity at its SLO quantile. Between what the service needs
 now (the larger of its last observed demand and its median forecast for the next steps) and that
@@ -184,6 +185,10 @@ def _choose_borrowers(
     return chosen
 
 
+_Given = dict[tuple[str, str], tuple[float, int, float]]
+"""(service, pool) -> the GPUs and replicas it runs now, and the GPUs lent (its burst ceiling)."""
+
+
 def _rewrite(
     decision: Decision,
     lendable: dict[tuple[str, str], _Lendable],
@@ -191,9 +196,33 @@ def _rewrite(
     jobs: Mapping[str, JobState],
 ) -> Decision:
     allocation, plan = decision.allocation, decision.plan
-    given: dict[tuple[str, str], tuple[float, int, float]] = {}  # gpus, replicas, burst
+    services, given = _lending_services(allocation.services, lendable)
+    step0 = plan.steps[0]
+    step0_services = []
+    for c in step0.services:
+        change = given.get((c.service, c.pool))
+        if change is not None:
+            c = c.model_copy(update={"gpus": change[0], "replicas": change[1], "burst_gpus": change[2]})
+        step0_services.append(c)
+    step0_jobs = list(step0.jobs) + [
+        JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
+        for job_id, h in sorted(borrowers.items())
+    ]
+    new_step0 = step0.model_copy(update={"services": step0_services, "jobs": step0_jobs})
+    new_jobs = [_borrowing(d, borrowers, given, jobs) for d in allocation.jobs]
+    return Decision(
+        plan=plan.model_copy(update={"steps": [new_step0, *plan.steps[1:]]}),
+        allocation=allocation.model_copy(update={"services": services, "jobs": new_jobs}),
+    )
+
+
+def _lending_services(
+    decisions: list[ServiceDecision], lendable: dict[tuple[str, str], _Lendable]
+) -> tuple[list[ServiceDecision], _Given]:
+    """Each service decision less what it lends, with its burst ceiling."""
+    given: _Given = {}
     new_services: list[ServiceDecision] = []
-    for sd in allocation.services:
+    for sd in decisions:
         h = lendable.get((sd.service, sd.pool))
         if h is None or h.lent_gpus == 0:
             new_services.append(sd)
@@ -207,54 +236,33 @@ def _rewrite(
             f"now and median forecast need {h.need_gpus:g}); its autoscaler takes the lent GPUs back "
             f"within the step if demand rises"
         )
-        new_services.append(
-            sd.model_copy(
-                update={"gpus": gpus, "replicas": replicas, "burst_gpus": float(burst), "reason": reason}
-            )
-        )
-    new_jobs: list[JobDecision] = []
-    for d in allocation.jobs:
-        h = borrowers.get(d.job_id)
-        if h is None:
-            new_jobs.append(d)
-            continue
-        job = jobs[d.job_id]
-        spec = job.spec
-        keep = given[(h.service, h.pool)][0]
-        was = "kept running instead of preempted" if d.action == JobAction.PREEMPT else "starts"
-        reason = (
-            f"run: {was} on {h.service}'s burst headroom in pool {h.pool} ({spec.gpus} GPUs, weight "
-            f"{spec.priority_weight:g}); preempted first if {h.service}'s demand rises above "
-            f"{keep:g} GPUs ({_checkpoints(spec.checkpoint_interval_s)})"
-        )
-        new_jobs.append(
-            JobDecision(
-                job_id=d.job_id,
-                action=JobAction.RUN,
-                pool=h.pool,
-                gpus=spec.gpus,
-                reason=reason,
-                borrows_from=h.service,
-            )
-        )
-    step0 = plan.steps[0]
-    step0_services = []
-    for c in step0.services:
-        change = given.get((c.service, c.pool))
-        if change is None:
-            step0_services.append(c)
-        else:
-            step0_services.append(
-                c.model_copy(update={"gpus": change[0], "replicas": change[1], "burst_gpus": change[2]})
-            )
-    step0_jobs = list(step0.jobs) + [
-        JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
-        for job_id, h in sorted(borrowers.items())
-    ]
-    new_step0 = step0.model_copy(update={"services": step0_services, "jobs": step0_jobs})
-    return Decision(
-        plan=plan.model_copy(update={"steps": [new_step0, *plan.steps[1:]]}),
-        allocation=allocation.model_copy(update={"services": new_services, "jobs": new_jobs}),
+        update = {"gpus": gpus, "replicas": replicas, "burst_gpus": float(burst), "reason": reason}
+        new_services.append(sd.model_copy(update=update))
+    return new_services, given
+
+
+def _borrowing(
+    d: JobDecision, borrowers: dict[str, _Lendable], given: _Given, jobs: Mapping[str, JobState]
+) -> JobDecision:
+    """A borrower's decision: run on the service's headroom (others unchanged)."""
+    h = borrowers.get(d.job_id)
+    if h is None:
+        return d
+    spec = jobs[d.job_id].spec
+    keep = given[(h.service, h.pool)][0]
+    was = "kept running instead of preempted" if d.action == JobAction.PREEMPT else "starts"
+    reason = (
+        f"run: {was} on {h.service}'s burst headroom in pool {h.pool} ({spec.gpus} GPUs, weight "
+        f"{spec.priority_weight:g}); preempted first if {h.service}'s demand rises above "
+        f"{keep:g} GPUs ({_checkpoints(spec.checkpoint_interval_s)})"
+    )
+    return JobDecision(
+        job_id=d.job_id,
+        action=JobAction.RUN,
+        pool=h.pool,
+        gpus=spec.gpus,
+        reason=reason,
+        borrows_from=h.service,
     )
 
 

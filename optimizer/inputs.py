@@ -1,4 +1,5 @@
-"""PlanInputs: the planner's view of one decision, as arrays (first stage of every solve).
+"""Build the inputs: the planner's view of one decision, as arrays (pipeline stage 2, after the
+calibration in optimizer/calibration.py, before the model update in optimizer/model_update.py).
 
 Turns a ClusterState, the services' DemandForecasts and ``now`` into numbers over the horizon's
 time blocks: pool capacity per step (maintenance windows, failures), demand at each service's SLO
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -126,15 +128,10 @@ class PlanInputs:
     def n_jobs(self) -> int:
         return len(self.job_ids)
 
-    @cached_property
-    def _avail_blocks(self) -> np.ndarray:
-        avail = np.minimum.reduceat(self.avail_steps, self.blocks.first_step, axis=1)
-        avail.flags.writeable = False  # shared by the parameters and the rounding of a decision
-        return avail
-
     def avail_blocks(self) -> np.ndarray:
-        """[P, B] capacity of each block: its tightest step (worked out once, read-only)."""
-        return self._avail_blocks
+        """[P, B] capacity of each block: its tightest step."""
+        avail: np.ndarray = np.minimum.reduceat(self.avail_steps, self.blocks.first_step, axis=1)
+        return avail
 
     def demand_blocks(self) -> np.ndarray:
         """[S, B] demand of each block: its highest step."""
@@ -174,30 +171,16 @@ def _pool_capacity(
 
 
 def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.ndarray:
-    """[J, P] pools each job's spec allows (jobs with the same restriction share one row)."""
-    pool_names = [p.name for p in pools]
-    pool_types = [p.gpu_type for p in pools]
-    row_of_restriction: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
-    masks: list[list[bool]] = []
-    rows: list[int] = []
-    unrestricted: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-    for spec in specs:
-        restriction = unrestricted  # most jobs: no tuples to build
-        if spec.allowed_pools or spec.allowed_gpu_types:
-            restriction = (tuple(spec.allowed_pools), tuple(spec.allowed_gpu_types))
-        row = row_of_restriction.get(restriction)
-        if row is None:
-            row = row_of_restriction[restriction] = len(masks)
-            masks.append(
-                [
-                    (not spec.allowed_pools or name in spec.allowed_pools)
-                    and (not spec.allowed_gpu_types or gpu_type in spec.allowed_gpu_types)
-                    for name, gpu_type in zip(pool_names, pool_types, strict=True)
-                ]
-            )
-        rows.append(row)
-    unique = np.asarray(masks, dtype=bool).reshape(len(masks), len(pools))
-    return unique[np.asarray(rows, dtype=np.intp)]
+    """[J, P] pools each job's spec allows (by pool name and GPU type)."""
+    masks = [
+        [
+            (not spec.allowed_pools or pool.name in spec.allowed_pools)
+            and (not spec.allowed_gpu_types or pool.gpu_type in spec.allowed_gpu_types)
+            for pool in pools
+        ]
+        for spec in specs
+    ]
+    return np.asarray(masks, dtype=bool).reshape(len(specs), len(pools))
 
 
 def _remaining_gpu_s(jobs: Sequence[JobState], gang: np.ndarray, step_s: int) -> np.ndarray:
@@ -244,26 +227,8 @@ def build_inputs(
     """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent);
     ``blocks``: make_blocks(config, ...) when the caller keeps it."""
     steps, step_s = config.horizon_steps, config.step_s
-    pools, services = state.pools, state.services
-    pool_index = {p.name: i for i, p in enumerate(pools)}
+    pools = state.pools
     avail, window_reason = _pool_capacity(pools, now, steps, step_s)
-    svc_allowed, svc_tenants, svc_loss, svc_now = service_placement(state, curve)
-    demand, models = service_demand(state, forecasts, now, config, band_factors)
-
-    jobs = [j for j in state.jobs if j.status in _ACTIVE]
-    n_jobs = len(jobs)
-    specs = [j.spec for j in jobs]
-    teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
-    team_index = {t: i for i, t in enumerate(teams)}
-    gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
-    allowed = _job_pool_masks(specs, pools)
-    running = _running_pools(jobs, pool_index)
-    on = (running >= 0).nonzero()[0]
-    allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
-    restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
-    since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
-    quota = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams])
-    weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
     return PlanInputs(
         cluster=state.cluster,
         now=now,
@@ -276,35 +241,73 @@ def build_inputs(
         pool_free_nodes=tuple(list(getattr(p, "free_gpus_by_node", None) or []) or None for p in pools),
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
         window_reason=tuple(window_reason),
-        service_names=tuple(s.spec.service for s in services),
-        svc_gpr=np.asarray([s.spec.gpus_per_replica for s in services], dtype=float),
-        svc_min=np.asarray([s.spec.min_replicas for s in services], dtype=float),
-        svc_max=np.asarray([s.spec.max_replicas for s in services], dtype=float),
-        svc_startup_s=np.asarray([s.spec.startup_s for s in services], dtype=float),
-        svc_allowed=svc_allowed,
-        svc_tenants=svc_tenants,
-        svc_loss=svc_loss,
-        svc_replicas_now=svc_now,
-        svc_quantile=tuple(s.spec.slo_quantile for s in services),
-        svc_demand_steps=demand,
-        svc_forecast_model=tuple(models),
-        job_ids=tuple([spec.job_id for spec in specs]),
-        job_gang=gang,
-        job_weight=weights,
-        job_remaining_s=_remaining_gpu_s(jobs, gang, step_s),
-        job_allowed=allowed,
-        job_running_pool=running,
-        job_preemptible=np.asarray([spec.preemptible for spec in specs], dtype=bool),
-        job_lost_gpu_s=since_checkpoint + restart_s * gang,
-        job_restart_s=restart_s,
-        job_deadline_step=_deadline_steps(specs, now, steps, step_s),
-        job_team=np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64),
-        job_priority_class=tuple([spec.priority_class for spec in specs]),
-        team_names=tuple(teams),
-        team_quota=quota,
-        max_weight=float(weights.max()) if n_jobs else 1.0,
-        job_nodes=running_job_nodes(pools, jobs),
+        **_service_fields(state, forecasts, now, config, curve, band_factors),
+        **_job_fields(state, now, steps, step_s),
     )
+
+
+def _service_fields(
+    state: ClusterState,
+    forecasts: Mapping[str, DemandForecast],
+    now: datetime,
+    config: PlannerConfig,
+    curve: InterferenceCurve,
+    band_factors: Mapping[str, float] | None,
+) -> dict[str, Any]:
+    """PlanInputs' services' fields (optimizer/service_inputs.py)."""
+    services = state.services
+    svc_allowed, svc_tenants, svc_loss, svc_now = service_placement(state, curve)
+    demand, models = service_demand(state, forecasts, now, config, band_factors)
+    return {
+        "service_names": tuple(s.spec.service for s in services),
+        "svc_gpr": np.asarray([s.spec.gpus_per_replica for s in services], dtype=float),
+        "svc_min": np.asarray([s.spec.min_replicas for s in services], dtype=float),
+        "svc_max": np.asarray([s.spec.max_replicas for s in services], dtype=float),
+        "svc_startup_s": np.asarray([s.spec.startup_s for s in services], dtype=float),
+        "svc_allowed": svc_allowed,
+        "svc_tenants": svc_tenants,
+        "svc_loss": svc_loss,
+        "svc_replicas_now": svc_now,
+        "svc_quantile": tuple(s.spec.slo_quantile for s in services),
+        "svc_demand_steps": demand,
+        "svc_forecast_model": tuple(models),
+    }
+
+
+def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> dict[str, Any]:
+    """PlanInputs' jobs' and teams' fields, for the jobs queued or running."""
+    pools = state.pools
+    jobs = [j for j in state.jobs if j.status in _ACTIVE]
+    n_jobs = len(jobs)
+    specs = [j.spec for j in jobs]
+    teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
+    team_index = {t: i for i, t in enumerate(teams)}
+    gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
+    allowed = _job_pool_masks(specs, pools)
+    running = _running_pools(jobs, {p.name: i for i, p in enumerate(pools)})
+    on = (running >= 0).nonzero()[0]
+    allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
+    restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
+    since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
+    weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
+    return {
+        "job_ids": tuple([spec.job_id for spec in specs]),
+        "job_gang": gang,
+        "job_weight": weights,
+        "job_remaining_s": _remaining_gpu_s(jobs, gang, step_s),
+        "job_allowed": allowed,
+        "job_running_pool": running,
+        "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),
+        "job_lost_gpu_s": since_checkpoint + restart_s * gang,
+        "job_restart_s": restart_s,
+        "job_deadline_step": _deadline_steps(specs, now, steps, step_s),
+        "job_team": np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64),
+        "job_priority_class": tuple([spec.priority_class for spec in specs]),
+        "team_names": tuple(teams),
+        "team_quota": np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams]),
+        "max_weight": float(weights.max()) if n_jobs else 1.0,
+        "job_nodes": running_job_nodes(pools, jobs),
+    }
 
 
 def running_job_nodes(pools: Sequence[PoolState], jobs: Sequence[JobState]) -> dict[str, dict[int, int]]:

@@ -1,9 +1,12 @@
 """The horizon model stated in Pyomo: the readable source of truth of what the planner optimises.
 
-The hot path (optimizer/formulation.py + optimizer/parameters.py) encodes this same model as a
-HiGHS matrix; tests/optimizer/test_pyomo_equivalence.py solves both on the same instances and
-checks that the objectives agree. ``backend='pyomo'`` in PlannerConfig plans with this model.
-Pure: builds and solves in memory.
+Stages 3-4 of a decision when ``backend='pyomo'`` (PlannerConfig): built and solved in memory
+from the PlanInputs, instead of optimizer/model_update.py and optimizer/solve_highs.py. The hot
+path (optimizer/formulation.py + optimizer/parameters.py) encodes the same model as a HiGHS
+matrix; this module shares none of their code: it works out its own coefficients (job values,
+shortfall and service costs, the Hall pool sets, the keep-running blocks) from the inputs, so
+tests/optimizer/test_pyomo_equivalence.py, which solves both on the same instances and checks that
+the objectives agree, catches a mistake in either. Pure.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ import pyomo.environ as pyo
 from pyomo.contrib.appsi.solvers import Highs as AppsiHighs
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import hall_sets, keep_running_blocks
 from optimizer.inputs import PlanInputs
-from optimizer.parameters import block_values, service_gpu_cost, shortfall_cost_per_gpu_h
+
+HALL_SET_LIMIT = 24
+"""Pool sets of jobs' allowed pools with a capacity row in later blocks (most GPUs first),
+besides each pool and all pools."""
+KEEP_RUNNING_STEPS = 8
+"""Later blocks starting within this many steps keep a running job's preemption cost."""
 
 
 @dataclass(frozen=True)
@@ -30,27 +37,62 @@ class PyomoResult:
     detail: str = ""
 
 
-def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.ConcreteModel:
-    n_jobs, n_svc, n_pools, n_blocks = inputs.n_jobs, inputs.n_services, inputs.n_pools, inputs.blocks.count
-    dur_s = inputs.blocks.dur_s
-    dur_h = dur_s / 3600.0
-    avail = inputs.avail_blocks()
-    demand = inputs.demand_blocks()
-    value = block_values(inputs, config)
-    w_max = inputs.max_weight
-    short_cost = shortfall_cost_per_gpu_h(inputs, config)
-    gang = inputs.job_gang
-    run_pool = inputs.job_running_pool
-    has_work = inputs.job_remaining_s > 0
+def job_value(inputs: PlanInputs, config: PlannerConfig, j: int, b: int) -> float:
+    """Value of one GPU-hour of job j in block b: its weight, more the earlier, more before its
+    deadline."""
+    first, steps = float(inputs.blocks.first_step[b]), float(inputs.blocks.n_steps[b])
+    mid = first + steps / 2.0
+    value = float(inputs.job_weight[j]) * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
+    deadline = float(inputs.job_deadline_step[j])
+    if deadline <= inputs.horizon_steps:
+        before = min(max((deadline - first) / steps, 0.0), 1.0)
+        value *= 1.0 + config.deadline_bonus * before
+    return value
 
+
+def shortfall_cost(inputs: PlanInputs, config: PlannerConfig) -> float:
+    """Cost of an uncovered GPU-hour: above any job's GPU-hour, so the SLO comes first."""
+    top = inputs.max_weight * (1.0 + config.earliness) * (1.0 + config.deadline_bonus)
+    return config.shortfall_penalty * top
+
+
+def pool_sets(inputs: PlanInputs) -> list[tuple[bool, ...]]:
+    """The pool sets with a capacity row in later blocks: each pool, all pools, and the allowed
+    sets (of two pools or more, not all) of the jobs holding the most GPUs."""
+    n_pools = inputs.n_pools
+    gpus: dict[tuple[bool, ...], float] = {}
+    for j in range(inputs.n_jobs):
+        allowed = tuple(bool(v) for v in inputs.job_allowed[j])
+        if 1 < sum(allowed) < n_pools:
+            gpus[allowed] = gpus.get(allowed, 0.0) + float(inputs.job_gang[j])
+    top = sorted(gpus, key=lambda k: (-gpus[k], k))[:HALL_SET_LIMIT]
+    singles = [tuple(q == p for q in range(n_pools)) for p in range(n_pools)]
+    return singles + top + ([tuple([True] * n_pools)] if n_pools > 1 else [])
+
+
+def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.ConcreteModel:
     m = pyo.ConcreteModel("ebbtide_horizon")
-    m.J = pyo.Set(initialize=range(n_jobs))
-    m.P = pyo.Set(initialize=range(n_pools))
-    m.S = pyo.Set(initialize=range(n_svc))
-    m.B = pyo.Set(initialize=range(n_blocks))
-    m.LATER = pyo.Set(initialize=range(1, n_blocks))
+    _sets_and_variables(m, inputs)
+    _job_constraints(m, inputs, config)
+    _capacity_constraints(m, inputs)
+    _quota_constraints(m, inputs)
+    _service_constraints(m, inputs)
+    _objective(m, inputs, config)
+    return m
+
+
+def _sets_and_variables(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
+    gang, run_pool = inputs.job_gang, inputs.job_running_pool
+    has_work = inputs.job_remaining_s > 0
+    m.J = pyo.Set(initialize=range(inputs.n_jobs))
+    m.P = pyo.Set(initialize=range(inputs.n_pools))
+    m.S = pyo.Set(initialize=range(inputs.n_services))
+    m.B = pyo.Set(initialize=range(inputs.blocks.count))
+    m.LATER = pyo.Set(initialize=range(1, inputs.blocks.count))
     m.JP = pyo.Set(dimen=2, initialize=[(int(j), int(p)) for j, p in np.argwhere(inputs.job_allowed)])
     m.SP = pyo.Set(dimen=2, initialize=[(int(s), int(p)) for s, p in np.argwhere(inputs.svc_allowed)])
+    m.pools_of_job = {j: [p for (jj, p) in m.JP if jj == j] for j in range(inputs.n_jobs)}
+    m.pools_of_svc = {s: [p for (ss, p) in m.SP if ss == s] for s in range(inputs.n_services)}
 
     def y0_bounds(_m: pyo.ConcreteModel, j: int, p: int) -> tuple[float, float]:
         movable = (run_pool[j] < 0 or run_pool[j] == p) and has_work[j]
@@ -73,36 +115,46 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
     m.short = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
     m.minshort = pyo.Var(m.S, m.B, domain=pyo.NonNegativeReals)
 
-    pools_of_job = {j: [p for (jj, p) in m.JP if jj == j] for j in range(n_jobs)}
-    pools_of_svc = {s: [p for (ss, p) in m.SP if ss == s] for s in range(n_svc)}
 
-    m.gang0 = pyo.Constraint(m.J, rule=lambda _m, j: sum(_m.y0[j, p] for p in pools_of_job[j]) <= gang[j])
+def _job_constraints(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) -> None:
+    """Gang in step 0, remaining work, preemption (link, keep-running, bound)."""
+    gang, run_pool, dur_s, pools_of = (
+        inputs.job_gang,
+        inputs.job_running_pool,
+        inputs.blocks.dur_s,
+        m.pools_of_job,
+    )
+    m.gang0 = pyo.Constraint(m.J, rule=lambda _m, j: sum(_m.y0[j, p] for p in pools_of[j]) <= gang[j])
     m.work = pyo.Constraint(
         m.J,
         rule=lambda _m, j: (
-            dur_s[0] * sum(_m.y0[j, p] for p in pools_of_job[j])
-            + sum(dur_s[b] * _m.yb[j, b] for b in _m.LATER)
+            dur_s[0] * sum(_m.y0[j, p] for p in pools_of[j]) + sum(dur_s[b] * _m.yb[j, b] for b in _m.LATER)
             <= inputs.job_remaining_s[j]
         ),
     )
     m.preempt_link = pyo.Constraint(
         m.J,
         rule=lambda _m, j: (
-            _m.pre[j] + sum(_m.y0[j, p] for p in pools_of_job[j]) / gang[j]
-            >= (1.0 if run_pool[j] >= 0 else 0.0)
+            _m.pre[j] + sum(_m.y0[j, p] for p in pools_of[j]) / gang[j] >= (1.0 if run_pool[j] >= 0 else 0.0)
         ),
     )
     block_end_s = np.cumsum(dur_s)
-    n_keep = keep_running_blocks(inputs)
+    starts = inputs.blocks.first_step
 
     def keep_running_rule(_m: pyo.ConcreteModel, j: int, b: int) -> object:
         fills = inputs.job_remaining_s[j] >= gang[j] * block_end_s[b] - 1e-6
-        if run_pool[j] < 0 or not inputs.job_preemptible[j] or not fills or b > n_keep:
+        soon = starts[b] < KEEP_RUNNING_STEPS
+        if run_pool[j] < 0 or not inputs.job_preemptible[j] or not fills or not soon:
             return pyo.Constraint.Skip
         return _m.pre[j] + _m.yb[j, b] / gang[j] >= 1.0
 
     m.keep_running = pyo.Constraint(m.J, m.LATER, rule=keep_running_rule)
     m.preempt_bound = pyo.Constraint(expr=sum(m.pre[j] for j in m.J) <= config.max_preemptions_per_step)
+
+
+def _capacity_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
+    """Each pool's GPUs in step 0; each pool set's in later blocks (jobs' later blocks aggregate pools)."""
+    avail = inputs.avail_blocks()
     m.cap0 = pyo.Constraint(
         m.P,
         rule=lambda _m, p: (
@@ -111,31 +163,32 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
             <= avail[p, 0]
         ),
     )
-    sets = hall_sets(inputs.job_allowed, gang, n_pools)
-    m.F = pyo.Set(initialize=range(sets.shape[0]))
+    sets = pool_sets(inputs)
+    m.F = pyo.Set(initialize=range(len(sets)))
+    allowed = [set(np.flatnonzero(inputs.job_allowed[j]).tolist()) for j in range(inputs.n_jobs)]
     inside = {
-        f: [
-            j
-            for j in range(n_jobs)
-            if inputs.job_allowed[j].any() and not np.any(inputs.job_allowed[j] & ~sets[f])
-        ]
-        for f in range(sets.shape[0])
+        f: [j for j in range(inputs.n_jobs) if allowed[j] and all(sets[f][p] for p in allowed[j])]
+        for f in range(len(sets))
     }
     m.hall = pyo.Constraint(
         m.F,
         m.LATER,
         rule=lambda _m, f, b: (
-            sum(_m.yb[j, b] for j in inside[f]) + sum(_m.G[s, p, b] for (s, p) in _m.SP if sets[f, p])
-            <= float(sets[f].astype(float) @ avail[:, b])
+            sum(_m.yb[j, b] for j in inside[f]) + sum(_m.G[s, p, b] for (s, p) in _m.SP if sets[f][p])
+            <= sum(float(avail[p, b]) for p in range(inputs.n_pools) if sets[f][p])
         ),
     )
-    quota_teams = [int(t) for t in np.flatnonzero(np.isfinite(inputs.team_quota))]
-    m.Q = pyo.Set(initialize=quota_teams)
+
+
+def _quota_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
+    """Team quotas in every block, never below what non-preemptible running jobs hold."""
+    gang, run_pool = inputs.job_gang, inputs.job_running_pool
+    m.Q = pyo.Set(initialize=[int(t) for t in np.flatnonzero(np.isfinite(inputs.team_quota))])
 
     def quota_rule(_m: pyo.ConcreteModel, t: int, b: int) -> object:
-        members = [j for j in range(n_jobs) if inputs.job_team[j] == t]
+        members = [j for j in range(inputs.n_jobs) if inputs.job_team[j] == t]
         if b == 0:
-            used = sum(_m.y0[j, p] for j in members for p in pools_of_job[j])
+            used = sum(_m.y0[j, p] for j in members for p in _m.pools_of_job[j])
         else:
             used = sum(_m.yb[j, b] for j in members)
         if isinstance(used, int | float):
@@ -145,6 +198,10 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
 
     m.quota = pyo.Constraint(m.Q, m.B, rule=quota_rule)
 
+
+def _service_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
+    """SLO coverage: capacity (less interference losses and replicas still loading) covers demand."""
+    dur_s, demand, pools_of_svc = inputs.blocks.dur_s, inputs.demand_blocks(), m.pools_of_svc
     loss = inputs.svc_loss
     gpr = inputs.svc_gpr
 
@@ -157,6 +214,12 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
         return capacity - lead * starting + _m.short[s, b] >= demand[s, b]
 
     m.cover = pyo.Constraint(m.S, m.B, rule=cover_rule)
+    _replica_constraints(m, inputs)
+
+
+def _replica_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
+    """Time-slicing packing, replica bounds, GPUs added (step 0 per pool, later per service)."""
+    gpr, pools_of_svc = inputs.svc_gpr, m.pools_of_svc
     m.pack = pyo.Constraint(
         m.SP,
         m.B,
@@ -193,17 +256,25 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
 
     m.scale_up = pyo.Constraint(m.S, m.LATER, rule=scale_up_rule)
 
+
+def _objective(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) -> None:
+    """Value of the work done, less shortfall, preemption, service GPUs, interference and churn."""
+    dur_h, gang, gpr, w_max = inputs.blocks.dur_s / 3600.0, inputs.job_gang, inputs.svc_gpr, inputs.max_weight
+    short_cost = shortfall_cost(inputs, config)
     interference = config.interference_cost * w_max
-    sp = np.asarray(list(m.SP), dtype=np.int64).reshape(-1, 2)
-    gpu_cost = dict(zip(m.SP, service_gpu_cost(inputs, config, sp).tolist(), strict=True))
     min_short_cost = (
         config.min_replica_penalty / config.shortfall_penalty * short_cost
         if config.shortfall_penalty
         else 0.0
     )
+    away = 1.0 + config.stay_preference  # a GPU-hour where the service runs no replica now
+    gpu_cost = {
+        (s, p): config.service_gpu_cost * (away if inputs.svc_replicas_now[s, p] == 0 else 1.0)
+        for (s, p) in m.SP
+    }
     m.value = pyo.Expression(
-        expr=sum(value[j, 0] * dur_h[0] * m.y0[j, p] for (j, p) in m.JP)
-        + sum(value[j, b] * dur_h[b] * m.yb[j, b] for j in m.J for b in m.LATER)
+        expr=sum(job_value(inputs, config, j, 0) * dur_h[0] * m.y0[j, p] for (j, p) in m.JP)
+        + sum(job_value(inputs, config, j, b) * dur_h[b] * m.yb[j, b] for j in m.J for b in m.LATER)
     )
     m.losses = pyo.Expression(
         expr=sum(
@@ -228,7 +299,6 @@ def build_pyomo_model(inputs: PlanInputs, config: PlannerConfig) -> pyo.Concrete
         * (sum(m.up0[s, p] for (s, p) in m.SP) + sum(m.up[s, b] for s in m.S for b in m.LATER))
     )
     m.objective = pyo.Objective(expr=m.value - m.losses, sense=pyo.maximize)
-    return m
 
 
 def solve_with_pyomo(inputs: PlanInputs, config: PlannerConfig, time_limit_s: float) -> PyomoResult:

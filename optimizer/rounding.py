@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -123,145 +123,66 @@ def split_by_block(items: list[_T], block_of: np.ndarray, n_blocks: int) -> list
     return lists
 
 
-def _whole_counts(values: np.ndarray) -> bool:
-    """Every finite value a whole number small enough that sums of them are exact."""
-    finite = values[np.isfinite(values)]
-    return bool((finite == np.floor(finite)).all() and (np.abs(finite) < 2.0**50).all())
-
-
-def _steady_blocks(
-    inputs: PlanInputs, free: np.ndarray, share: np.ndarray, job_pool: np.ndarray, remaining: np.ndarray
-) -> tuple[int, np.ndarray]:
-    """The later blocks (1..k) that the sequential rounding would fill without a single choice:
-    every job with a share there that ran in the block before keeps its pool, all of them fit
-    their pools and quotas, and no other job with work left has a share there. Fills those
-    blocks of ``job_pool``; returns k and the work left after them. Whole GPU counts only (then
-    totals decide what the one-by-one checks would); k = 0 otherwise.
-
-    Only the jobs running in step 0 can keep a pool, so the work per block is followed for them
-    alone (``ran``); a job not running in step 0 only makes a block unsteady where it has a share
-    and work left (``idle``)."""
-    gang, team_quota = inputs.job_gang, inputs.team_quota
-    whole = _whole_counts(np.concatenate([gang, free.ravel(), team_quota]))
-    if not (whole and (np.isfinite(gang) & (gang >= 1.0)).all()):
-        return 0, remaining
-    n_later = job_pool.shape[1] - 1
-    pool0 = job_pool[:, 0]
-    ran = (pool0 >= 0).nonzero()[0]
-    idle = ((pool0 < 0) & (remaining > 0)).nonzero()[0]
-    ran_pool, ran_gang = pool0[ran], gang[ran]
-    on = share[ran, 1:] > EPS
-    # work left before each later block if the job ran in every one before it (as the one-by-one
-    # rounding subtracts it: gang x block length, block after block)
-    steps = ran_gang[:, None] * inputs.blocks.dur_s[None, 1:]
-    left = np.subtract.accumulate(np.concatenate([remaining[ran, None], steps], axis=1), axis=1)
-    run = np.logical_and.accumulate(on & (left[:, :-1] > 0), axis=1)
-    run_blocks = run.sum(axis=1)
-    rows = np.arange(ran.size)
-    # a job that stopped for want of a share, with work left, would need a pool again where it
-    # has a share later (one that ran out of work has none left to start)
-    has_left = left[rows, run_blocks] > 0
-    starts = (on & ~run)[has_left].any(axis=0)
-    if idle.size:
-        starts |= (share[idle, 1:] > EPS).any(axis=0)
-    on_j, on_k = run.nonzero()
-    pool_use = np.bincount(
-        ran_pool[on_j] * n_later + on_k, weights=ran_gang[on_j], minlength=free.shape[0] * n_later
-    ).reshape(free.shape[0], n_later)
-    # NaN compares false: counted as not fitting, so the one-by-one rounding decides
-    unsteady = starts | ~(pool_use <= free[:, 1:]).all(axis=0)
-    # A team's use in a block sums a subset of its running gangs, in the order its total sums
-    # them all (non-negative: never more than the total, rounding included), so the quotas
-    # bind in no block where every team's total fits.
-    ran_team = inputs.job_team[ran]
-    if not (np.bincount(ran_team, weights=ran_gang, minlength=team_quota.size) <= team_quota).all():
-        team_use = np.bincount(
-            ran_team[on_j] * n_later + on_k,
-            weights=ran_gang[on_j],
-            minlength=team_quota.size * n_later,
-        ).reshape(team_quota.size, n_later)
-        unsteady |= ~(team_use <= team_quota[:, None]).all(axis=0)
-    steady = int(unsteady.argmax()) if unsteady.any() else n_later
-    job_pool[:, 1 : steady + 1] = -1
-    job_pool[ran, 1 : steady + 1] = np.where(run[:, :steady], ran_pool[:, None], -1)
-    left_after = remaining.copy()
-    left_after[ran] = left[rows, np.minimum(run_blocks, steady)]
-    return steady, left_after
-
-
 def _round_later_blocks(
     inputs: PlanInputs,
     free: np.ndarray,
     share: np.ndarray,
     job_pool: np.ndarray,
     remaining: np.ndarray,
-    *,
-    shortcut: bool = True,
 ) -> None:
-    """Blocks 1..B-1 of ``job_pool`` (filled in place; column 0 is step 0's): jobs already
-    running keep their pool when it still fits, then the rest go to the allowed pool with most
-    room, in the order of ``_later_block_order``; quotas and remaining work bound every block.
-    Plain Python on lists (a few blocks times the jobs with a share there), after the blocks
-    ``_steady_blocks`` fills at once (``shortcut``; the result is the same without it)."""
-    n_jobs, n_blocks = job_pool.shape
+    """Blocks 1..B-1 of ``job_pool`` (filled in place; column 0 is step 0's), block by block
+    (see ``_round_block``); quotas and remaining work bound every block."""
+    n_blocks = job_pool.shape[1]
     if n_blocks <= 1:
         return
-    steady = 0
-    if shortcut:
-        steady, remaining = _steady_blocks(inputs, free, share, job_pool, remaining)
-    first = steady + 1
-    if first >= n_blocks:
-        return
-    remaining_list = remaining.tolist()
-    allowed_rows: list[list[bool]] | None = None
-    allowed_pools: dict[int, list[int]] = {}
-    gang_list = inputs.job_gang.tolist()
-    team_list = inputs.job_team.tolist()
-    limit_list = [quota + EPS for quota in inputs.team_quota.tolist()]
-    free_rows = free.T.tolist()
-    dur_list = inputs.blocks.dur_s.tolist()
-    prev_list: list[int] = job_pool[:, first - 1].tolist()
-    columns: list[list[int]] = []
-    for b, ranked in enumerate(_later_block_order(inputs, share, first), start=first):
-        cap = free_rows[b]
-        cap_max: float | None = max(cap, default=0.0)  # no pool fits a gang above it (None: recount)
-        team_used_list = [0.0] * len(limit_list)
-        # running in the previous block first (stable: keeps the ranked order within each part)
-        order = [j for j in ranked if prev_list[j] >= 0] + [j for j in ranked if prev_list[j] < 0]
-        dur = dur_list[b]
-        placed = [-1] * n_jobs
-        for j in order:
-            if remaining_list[j] <= 0:
+    jobs = _JobLimits(
+        gang=inputs.job_gang.tolist(),
+        team=inputs.job_team.tolist(),
+        limit=[quota + EPS for quota in inputs.team_quota.tolist()],
+        allowed=[[q for q, ok in enumerate(row) if ok] for row in inputs.job_allowed.tolist()],
+    )
+    left = remaining.tolist()
+    prev: list[int] = job_pool[:, 0].tolist()
+    for b, ranked in enumerate(_later_block_order(inputs, share, 1), start=1):
+        dur = float(inputs.blocks.dur_s[b])
+        prev = _round_block(jobs, dur, ranked, free[:, b].tolist(), prev, left)
+        job_pool[:, b] = prev
+
+
+class _JobLimits(NamedTuple):
+    """Per job: its gang, team and allowed pools; per team: its quota (plus EPS)."""
+
+    gang: list[float]
+    team: list[int]
+    limit: list[float]
+    allowed: list[list[int]]
+
+
+def _round_block(
+    jobs: _JobLimits, dur: float, ranked: list[int], cap: list[float], prev: list[int], left: list[float]
+) -> list[int]:
+    """A later block's pool per job (``dur``: its length): jobs running in the block before keep
+    their pool when it still fits (``cap``: GPUs free per pool), then the rest, in ``ranked``
+    order, go to the allowed pool with most room. ``left`` (work left per job) is updated in place."""
+    gang, team, limit, allowed = jobs
+    used = [0.0] * len(limit)
+    placed = [-1] * len(prev)
+    # running in the previous block first (stable: keeps the ranked order within each part)
+    for j in [j for j in ranked if prev[j] >= 0] + [j for j in ranked if prev[j] < 0]:
+        g, t = gang[j], team[j]
+        if left[j] <= 0 or used[t] + g > limit[t]:
+            continue
+        p = prev[j]
+        if p < 0 or cap[p] + EPS < g:
+            fits = [q for q in allowed[j] if cap[q] + EPS >= g]
+            if not fits:
                 continue
-            g, t = gang_list[j], team_list[j]
-            if team_used_list[t] + g > limit_list[t]:
-                continue
-            p = prev_list[j]
-            if p < 0 or cap[p] + EPS < g:
-                if cap_max is None:
-                    cap_max = max(cap)
-                if cap_max + EPS < g:
-                    continue
-                p = -1
-                best = -1.0
-                pools = allowed_pools.get(j)
-                if pools is None:
-                    if allowed_rows is None:
-                        allowed_rows = inputs.job_allowed.tolist()
-                    pools = allowed_pools[j] = [q for q, ok in enumerate(allowed_rows[j]) if ok]
-                for q in pools:
-                    if cap[q] + EPS >= g and cap[q] > best:
-                        p, best = q, cap[q]
-                if p < 0:
-                    continue
-            cap[p] -= g
-            cap_max = None
-            team_used_list[t] += g
-            placed[j] = p
-            remaining_list[j] -= g * dur
-        columns.append(placed)
-        prev_list = placed
-    job_pool[:, first:] = np.array(columns, dtype=np.int64).T
+            p = max(fits, key=lambda q: cap[q])  # the first of equals, as a strict > scan
+        cap[p] -= g
+        used[t] += g
+        placed[j] = p
+        left[j] -= g * dur
+    return placed
 
 
 def services_free(inputs: PlanInputs, svc_gpus: np.ndarray) -> np.ndarray:

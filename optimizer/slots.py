@@ -45,53 +45,46 @@ class SlotTable:
         self.members: dict[SlotClass, list[int]] = {}
         self.class_of_slot: list[SlotClass] = []
         self.team_names: tuple[str, ...] = ()
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self.allowed = np.zeros((0, 0), dtype=bool)  # [slots, P] allowed pools of each slot's class
+        self.team = np.zeros(0, dtype=np.int64)  # [slots] team of each slot's class
 
     @property
     def capacity(self) -> int:
         return len(self.class_of_slot)
 
-    def class_arrays(self, n_pools: int) -> tuple[np.ndarray, np.ndarray]:
-        """(allowed pools [slots, P], team [slots]) of every slot's class, kept until a new layout."""
-        if self._arrays is None or self._arrays[0].shape != (self.capacity, n_pools):
-            allowed = np.asarray(
-                [np.frombuffer(cls[0], dtype=bool) for cls in self.class_of_slot], dtype=bool
-            ).reshape(self.capacity, n_pools)
-            team = np.asarray([cls[1] for cls in self.class_of_slot], dtype=np.int64)
-            allowed.flags.writeable = False
-            team.flags.writeable = False
-            self._arrays = (allowed, team)
-        return self._arrays
-
-    def _layout(self, counts: dict[SlotClass, int]) -> None:
-        self.members, self.class_of_slot, self._arrays = {}, [], None
+    def _layout(self, counts: dict[SlotClass, int], n_pools: int) -> None:
+        self.members, self.class_of_slot = {}, []
         for cls in sorted(counts):
             size = counts[cls] + max(SPARE_MIN, math.ceil(SPARE_SQRT_FACTOR * math.sqrt(counts[cls])))
             start = len(self.class_of_slot)
             self.members[cls] = list(range(start, start + size))
             self.class_of_slot.extend([cls] * size)
         self.slot_of = {}
+        self.allowed = np.asarray(
+            [np.frombuffer(cls[0], dtype=bool) for cls in self.class_of_slot], dtype=bool
+        ).reshape(self.capacity, n_pools)
+        self.team = np.asarray([cls[1] for cls in self.class_of_slot], dtype=np.int64)
 
     def assign(
-        self, job_ids: tuple[str, ...], classes: list[SlotClass], team_names: tuple[str, ...]
+        self, job_ids: tuple[str, ...], classes: list[SlotClass], team_names: tuple[str, ...], n_pools: int
     ) -> np.ndarray:
         """Slot of each job (in the given order); lays the table out again when needed."""
         if team_names != self.team_names:  # team indices moved: classes are not comparable
-            self.team_names, self.class_of_slot, self.members, self.slot_of = team_names, [], {}, {}
-            self._arrays = None
+            self.team_names = team_names
+            self._layout({}, n_pools)
         live = dict(zip(job_ids, classes, strict=True))
         slot_of, class_of_slot = self.slot_of, self.class_of_slot
         for job_id in [j for j, slot in slot_of.items() if live.get(j) != class_of_slot[slot]]:
             del slot_of[job_id]
         if len(slot_of) < len(job_ids) or self._sparse(len(job_ids)):
-            self._place_new(job_ids, classes)
+            self._place_new(job_ids, classes, n_pools)
         return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
 
     def _sparse(self, n_jobs: int) -> bool:
         """Most slots would stay empty: worth a smaller layout."""
         return self.capacity > 64 and self.capacity > 3 * n_jobs
 
-    def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass]) -> None:
+    def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass], n_pools: int) -> None:
         """Give each job without a slot the lowest free one of its class, after a new layout when
         a class has too few slots or the table is sparse."""
         if not self._sparse(len(job_ids)):
@@ -109,7 +102,7 @@ class SlotTable:
                 for job_id, cls in new_jobs:
                     self.slot_of[job_id] = free[cls].pop(0)
                 return
-        self._layout(Counter(classes))  # every slot free: each job takes the next of its class
+        self._layout(Counter(classes), n_pools)  # every slot free: each job takes the next of its class
         next_free = {cls: iter(slots) for cls, slots in self.members.items()}
         for job_id, cls in zip(job_ids, classes, strict=True):
             self.slot_of[job_id] = next(next_free[cls])
@@ -119,15 +112,12 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
     """The same inputs with job arrays laid out by slot (and ``held_nodes`` set, when given). An
     empty slot carries its class's gang, allowed pools and team (so the matrix stays the same) but
     no work, so it can do nothing."""
-    slots = table.assign(inputs.job_ids, slot_classes(inputs), inputs.team_names)
+    slots = table.assign(inputs.job_ids, slot_classes(inputs), inputs.team_names, inputs.n_pools)
     capacity = table.capacity
-    n_pools = inputs.n_pools
-    allowed, team = table.class_arrays(n_pools)
 
     def spread(values: np.ndarray, fill: object) -> np.ndarray:
         """[slots] ``values`` at the jobs' slots, ``fill`` in the empty ones."""
-        out = np.empty((capacity, *values.shape[1:]), dtype=values.dtype)  # np.full, less its wrapper
-        out.fill(fill)
+        out = np.full((capacity, *values.shape[1:]), fill, dtype=values.dtype)
         out[slots] = values
         return out
 
@@ -144,13 +134,13 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
         job_gang=spread(inputs.job_gang, 1.0),
         job_weight=spread(inputs.job_weight, 0.0),
         job_remaining_s=spread(inputs.job_remaining_s, 0.0),
-        job_allowed=allowed,
+        job_allowed=table.allowed.reshape(capacity, inputs.n_pools),
         job_running_pool=spread(inputs.job_running_pool, -1),
         job_preemptible=spread(inputs.job_preemptible, True),
         job_lost_gpu_s=spread(inputs.job_lost_gpu_s, 0.0),
         job_restart_s=spread(inputs.job_restart_s, 0.0),
         job_deadline_step=spread(inputs.job_deadline_step, inputs.horizon_steps + 1),
-        job_team=team,
+        job_team=table.team,
         job_priority_class=tuple(classes),
         job_active=active,
         held_nodes=inputs.held_nodes if held_nodes is None else held_nodes,

@@ -1,4 +1,5 @@
-"""Step 0 made whole: which running jobs stay, which are preempted, which waiting jobs start.
+"""Round step 0 (part of pipeline stage 5, called from optimizer/rounding.py): step 0 made whole,
+which running jobs stay, which are preempted, which waiting jobs start.
 
 Running jobs the relaxed plan keeps (share of their gang at least the threshold) stay, and
 non-preemptible ones always stay; the preemption bound is honoured by keeping the jobs the plan
@@ -26,31 +27,26 @@ that ends before the held nodes drain may still use them (EASY backfill). Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds
-from optimizer.step0_lists import JobLists, StopCosts
 
 EPS = 1e-6
 
 
-@dataclass
-class _Placement:
-    pool0: np.ndarray  # [J] pool in step 0, -1 when not running
-    remaining: np.ndarray  # [J] GPU-seconds left after step 0
-    cap: list[float]  # per pool: GPUs left
-    used: list[float]  # per team: GPUs used
-    nodes: NodeBook
-    released: dict[int, list[int]]  # stopped running job -> the nodes its GPUs were counted on
-    top_weight: dict[tuple[int, int], float]  # (pool, node) -> top weight started there (inf: the plan's)
-    holds: NodeHolds  # nodes held for the plan's starts that fit no node
+@dataclass(frozen=True)
+class _Plan0:
+    """What step 0 is placed from: the relaxed plan's shares and who it keeps running."""
 
-    def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
-        return self.pool0, self.remaining, self.holds
+    share0: np.ndarray  # [J, P] relaxed share of each job's gang in each pool in step 0
+    share: np.ndarray  # [J, B] relaxed share per block
+    keep: np.ndarray  # [J] running jobs kept running
+    run_share: np.ndarray  # [J] share of a running job in its own pool
+    pinned: np.ndarray  # [J] running and not preemptible
 
 
 def round_step0(
@@ -66,10 +62,32 @@ def round_step0(
     """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
     held for blocked gangs, to hold again next time: a hold that moved each decision would
     never let a node drain)."""
-    n_jobs = inputs.n_jobs
+    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions)
+    running = inputs.job_running_pool >= 0
+    stopped = running & ~plan.keep
+    if not stopped.any():
+        budget = max_preemptions
+        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s)
+        return placed.result()
+    # place once backfilling only work above the stopped jobs' weight, to see which stops free
+    # GPUs for something; withdraw the others, then place again with full backfill
+    above = float(inputs.job_weight[stopped].min())
+    budget = max(max_preemptions - int(stopped.sum()), 0)
+    first = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, backfill_above=above)
+    keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
+    plan = _Plan0(share0, share, keep, plan.run_share, plan.pinned)
+    budget = max(max_preemptions - int((running & ~keep).sum()), 0)
+    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s).result()
+
+
+def _kept_by_plan(
+    inputs: PlanInputs, share0: np.ndarray, share: np.ndarray, threshold: float, max_preemptions: int
+) -> _Plan0:
+    """Running jobs the relaxed plan keeps (share at least ``threshold``, or not preemptible),
+    and more of them where stopping all the others would break the preemption bound."""
     run_pool = inputs.job_running_pool
     running = run_pool >= 0
-    run_share = np.where(running, share0[np.arange(n_jobs), np.maximum(run_pool, 0)], 0.0)
+    run_share = np.where(running, share0[np.arange(inputs.n_jobs), np.maximum(run_pool, 0)], 0.0)
     pinned = running & ~inputs.job_preemptible
     wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
@@ -78,39 +96,11 @@ def round_step0(
         # the preemption bound: keep the jobs the plan least wants out
         by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
         keep[by_share[:over_bound]] = True
-
-    stopped = running & ~keep
-    n_stopped = int(stopped.sum())
-    budget = max(max_preemptions - n_stopped, 0)
-    penalty = preemption_penalty_gpu_s
-    lists = JobLists.of(inputs)
-    if not n_stopped:
-        return _place(
-            inputs, lists, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty
-        ).result()
-    above = float(inputs.job_weight[stopped].min())
-    placed = _place(
-        inputs,
-        lists,
-        keep,
-        run_share,
-        pinned,
-        free0,
-        svc_gpus0,
-        share0,
-        share,
-        budget,
-        penalty,
-        backfill_above=above,
-    )
-    keep = _withdraw_idle_preemptions(inputs, keep, run_share, placed)
-    budget = max(max_preemptions - int((running & ~keep).sum()), 0)
-    placed = _place(inputs, lists, keep, run_share, pinned, free0, svc_gpus0, share0, share, budget, penalty)
-    return placed.result()
+    return _Plan0(share0, share, keep, run_share, pinned)
 
 
 def _withdraw_idle_preemptions(
-    inputs: PlanInputs, keep: np.ndarray, run_share: np.ndarray, placed: _Placement
+    inputs: PlanInputs, keep: np.ndarray, run_share: np.ndarray, placed: _Step0
 ) -> np.ndarray:
     """Keep running every stopped job whose GPUs the first placement left to nothing more
     valuable (pool, team and nodes): the jobs the plan least wants out first, then those that
@@ -138,220 +128,235 @@ def _withdraw_idle_preemptions(
     return keep
 
 
-def _place_kept(
-    inputs: PlanInputs,
-    lists: JobLists,
-    keep: np.ndarray,
-    run_share: np.ndarray,
-    pinned: np.ndarray,
-    cap: list[float],
-    used: list[float],
-    pool0: np.ndarray,
-    remaining: np.ndarray,
-    nodes: NodeBook | None,
-) -> None:
-    """Running jobs stay in their pools: pinned first, then those the plan keeps, by share, while
-    the pool's GPUs and the team's quota allow (``cap``, ``used``, ``pool0``, ``remaining`` and
-    ``nodes`` updated in place); the book notes which nodes they keep busy and until when (by
-    their estimates), where the state says (``nodes`` None: it says nowhere)."""
-    kept_order = keep.nonzero()[0]
-    # lexsort is stable: jobs equal on both keys stay in index order
-    kept_order = kept_order[np.lexsort((-run_share[kept_order], ~pinned[kept_order]))]
-    pools, gangs, team, quota = lists.running_pool, lists.gangs, lists.team, lists.quota
-    pinned_list = pinned.tolist()
-    wall_s = lists.wall_s.tolist() if nodes is not None else []
-    placed: list[int] = []
-    for j in kept_order.tolist():
-        p, g, t = pools[j], gangs[j], team[j]
-        if pinned_list[j] or (cap[p] + EPS >= g and used[t] + g <= quota[t] + EPS):
-            cap[p] -= g
-            used[t] += g
-            placed.append(j)
-            if nodes is not None:
-                nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), wall_s[j])
-    rows = np.array(placed, dtype=np.int64)
-    pool0[rows] = inputs.job_running_pool[rows]
-    remaining[rows] -= inputs.job_gang[rows] * float(inputs.blocks.dur_s[0])
-
-
 def _place(
     inputs: PlanInputs,
-    lists: JobLists,
-    keep: np.ndarray,
-    run_share: np.ndarray,
-    pinned: np.ndarray,
+    plan: _Plan0,
     free0: np.ndarray,
     svc_gpus0: np.ndarray,
-    share0: np.ndarray,
-    share: np.ndarray,
     clear_budget: int,
     penalty_gpu_s: float,
     *,
     backfill_above: float = -math.inf,
-) -> _Placement:
-    """Step 0 placement; backfill starts only jobs weighing more than ``backfill_above``; up to
+) -> _Step0:
+    """Step 0 placement: the kept running jobs, then the plan's starts (clearing or holding nodes
+    for a gang that fits none), then backfill of jobs weighing more than ``backfill_above``. Up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
     costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
-    run_pool = inputs.job_running_pool
-    running = run_pool >= 0
-    not_running = ~running
-    pool0 = np.empty(inputs.n_jobs, dtype=np.int64)
-    pool0.fill(-1)
-    remaining = inputs.job_remaining_s.copy()
-    cap = free0.tolist()
-    used = [0.0] * inputs.team_quota.size
-    dur0 = float(inputs.blocks.dur_s[0])
-    gangs, team, quota = lists.gangs, lists.team, lists.quota
-    weights = inputs.job_weight  # read for a few jobs only
-    top_weight: dict[tuple[int, int], float] = {}
+    step0 = _Step0.empty(inputs, free0, clear_budget, penalty_gpu_s)
+    step0.place_kept(plan)
+    step0.release_stopped(svc_gpus0)
+    step0.start_planned(plan)
+    if max(step0.cap, default=0.0) >= 1.0:
+        step0.backfill(plan, backfill_above)
+    return step0
 
-    def place(j: int, p: int) -> None:
-        cap[p] -= gangs[j]
-        used[team[j]] += gangs[j]
-        pool0[j] = p
-        remaining[j] -= gangs[j] * dur0
 
-    # Running jobs: pinned first, then those the plan keeps, by share; the book notes which
-    # nodes they keep busy and until when (by their estimates), where the state says.
-    nodes = NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node))
-    node_detail = inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes)  # some pool says
-    job_nodes = inputs.job_nodes
-    _place_kept(
-        inputs, lists, keep, run_share, pinned, cap, used, pool0, remaining, nodes if node_detail else None
-    )
+@dataclass
+class _Step0:
+    """Step 0 as it is being placed: each job's pool, the GPUs left per pool and team, the nodes."""
 
-    # A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their
-    # own), so whether a start used them is known; then inference is packed on the fullest nodes,
-    # as the cluster does (pool totals still bound inference plus jobs).
-    released = {
-        j: nodes.release(int(run_pool[j]), gangs[j], job_nodes.get(inputs.job_ids[j]))
-        for j in (running & (pool0 < 0)).nonzero()[0].tolist()
-    }
-    if node_detail:  # (a pool without node detail reserves nothing)
-        for p, gpus in enumerate(svc_gpus0.tolist()):
-            nodes.reserve_inference(p, math.ceil(gpus - EPS))
+    inputs: PlanInputs
+    pool0: np.ndarray  # [J] pool in step 0, -1 when not running
+    remaining: np.ndarray  # [J] GPU-seconds left after step 0
+    cap: list[float]  # per pool: GPUs left
+    used: list[float]  # per team: GPUs used
+    nodes: NodeBook
+    node_detail: bool  # some pool reports its nodes
+    clear_budget: int  # running jobs that may still be stopped to clear nodes
+    penalty_gpu_s: float
+    dip_step: list[int]  # per pool: the first step its capacity dips (steps in the horizon: never)
+    released: dict[int, list[int]] = field(default_factory=dict)  # stopped job -> nodes its GPUs were on
+    top_weight: dict[tuple[int, int], float] = field(
+        default_factory=dict
+    )  # (pool, node) -> top weight started
+    holds: NodeHolds = field(default_factory=dict)  # nodes held for the plan's starts that fit no node
 
-    # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
-    # the last choice for starting it: the window would stop it and its work since checkpoint.
-    # (argmax is 0 only for a pool that never dips: step 0 cannot dip below itself)
-    dips = inputs.avail_steps < inputs.avail_steps[:, :1] - EPS
-    dip_step = [step or dips.shape[1] for step in dips.argmax(axis=1).tolist()]
-    first_dip, last_dip = min(dip_step, default=0), max(dip_step, default=0)
+    @classmethod
+    def empty(cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float) -> _Step0:
+        # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
+        # the last choice for starting it: the window would stop it and its work since checkpoint.
+        # (argmax is 0 only for a pool that never dips: step 0 cannot dip below itself)
+        dips = inputs.avail_steps < inputs.avail_steps[:, :1] - EPS
+        return cls(
+            inputs=inputs,
+            pool0=np.full(inputs.n_jobs, -1, dtype=np.int64),
+            remaining=inputs.job_remaining_s.copy(),
+            cap=free0.tolist(),
+            used=[0.0] * inputs.team_quota.size,
+            nodes=NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node)),
+            node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
+            clear_budget=clear_budget,
+            penalty_gpu_s=penalty_gpu_s,
+            dip_step=[step or dips.shape[1] for step in dips.argmax(axis=1).tolist()],
+        )
 
-    def try_start(j: int, pools: list[int], rank: float) -> bool:
-        """Start j in the first pool that takes it; ``rank``: the weight it counts with on its nodes
-        (held nodes take it only if it ends before they drain)."""
-        if used[team[j]] + gangs[j] > quota[team[j]] + EPS:
+    def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+        return self.pool0, self.remaining, self.holds
+
+    def _gang(self, j: int) -> float:
+        return float(self.inputs.job_gang[j])
+
+    def _within_quota(self, j: int) -> bool:
+        t = int(self.inputs.job_team[j])
+        return self.used[t] + self._gang(j) <= float(self.inputs.team_quota[t]) + EPS
+
+    def _count(self, j: int, p: int, sign: float = 1.0) -> None:
+        """Count job j in pool p in step 0 (``sign`` -1: take it out again)."""
+        g = self._gang(j)
+        self.cap[p] -= sign * g
+        self.used[int(self.inputs.job_team[j])] += sign * g
+        self.pool0[j] = p if sign > 0 else -1
+        self.remaining[j] -= sign * g * float(self.inputs.blocks.dur_s[0])
+
+    def place_kept(self, plan: _Plan0) -> None:
+        """Running jobs stay in their pools: pinned first, then those the plan keeps, by share,
+        while the pool's GPUs and the team's quota allow; the book notes which nodes they keep
+        busy and until when (by their estimates), where the state says."""
+        inputs = self.inputs
+        kept = plan.keep.nonzero()[0]
+        # lexsort is stable: jobs equal on both keys stay in index order
+        kept = kept[np.lexsort((-plan.run_share[kept], ~plan.pinned[kept]))]
+        wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
+        for j in kept.tolist():
+            p = int(inputs.job_running_pool[j])
+            if plan.pinned[j] or (self.cap[p] + EPS >= self._gang(j) and self._within_quota(j)):
+                self._count(j, p)
+                if self.node_detail:
+                    self.nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), float(wall_s[j]))
+
+    def release_stopped(self, svc_gpus0: np.ndarray) -> None:
+        """A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their
+        own), so whether a start used them is known; then inference is packed on the fullest
+        nodes, as the cluster does (pool totals still bound inference plus jobs)."""
+        inputs = self.inputs
+        stopped = ((inputs.job_running_pool >= 0) & (self.pool0 < 0)).nonzero()[0]
+        for j in stopped.tolist():
+            on_nodes = inputs.job_nodes.get(inputs.job_ids[j])
+            self.released[j] = self.nodes.release(int(inputs.job_running_pool[j]), self._gang(j), on_nodes)
+        if self.node_detail:  # (a pool without node detail reserves nothing)
+            for p, gpus in enumerate(svc_gpus0.tolist()):
+                self.nodes.reserve_inference(p, math.ceil(gpus - EPS))
+
+    def _by_dips(self, j: int, pools: list[int]) -> list[int]:
+        """``pools`` with those whose capacity dips before job j would end moved last."""
+        inputs = self.inputs
+        wall_s = float(inputs.job_remaining_s[j]) / max(self._gang(j), 1.0)
+        run_steps = math.ceil(wall_s / inputs.step_s)
+        if min(self.dip_step, default=0) < run_steps <= max(self.dip_step, default=0):
+            return sorted(pools, key=lambda p: self.dip_step[p] < run_steps)  # stable: keeps the order
+        return pools  # no pool dips before j ends, or all do
+
+    def try_start(self, j: int, pools: list[int], rank: float) -> bool:
+        """Start j in the first pool that takes it; ``rank``: the weight it counts with on its
+        nodes (held nodes take it only if it ends before they drain)."""
+        if not self._within_quota(j):
             return False
-        run_steps, start_s = float(lists.run_steps[j]), float(lists.start_s[j])
-        if first_dip < run_steps <= last_dip:  # else no pool dips before j ends, or all do
-            pools = sorted(pools, key=lambda p: dip_step[p] < run_steps)  # stable: keeps the order
-        for p in pools:
-            if cap[p] + EPS < gangs[j]:
+        inputs, g = self.inputs, self._gang(j)
+        start_s = float(inputs.job_remaining_s[j]) / max(g, 1.0) + float(inputs.job_restart_s[j])
+        for p in self._by_dips(j, pools):
+            if self.cap[p] + EPS < g:
                 continue
-            if nodes.free[p] is not None:  # node detail: the book finds the nodes and notes them
-                if not nodes.fits(p, gangs[j], rank, start_s):
+            if self.nodes.free[p] is not None:  # node detail: the book finds the nodes and notes them
+                if not self.nodes.fits(p, g, rank, start_s):
                     continue
-                for node in nodes.take(p, gangs[j], rank, start_s):
-                    key = (p, node)
-                    top_weight[key] = max(top_weight.get(key, -math.inf), rank)
-            place(j, p)
+                for node in self.nodes.take(p, g, rank, start_s):
+                    self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
+            self._count(j, p)
             return True
         return False
 
-    costs: list[StopCosts] = []  # worked out at the first clearing only
-
-    def clear_for(j: int, p: int) -> bool:
-        """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
-        nonlocal clear_budget
-        job_free = nodes.job_free[p]
-        if (
-            job_free is None
-            or clear_budget <= 0
-            or cap[p] + EPS < gangs[j]
-            or used[team[j]] + gangs[j] > quota[team[j]] + EPS
-        ):
-            return False
-        if not costs:
-            costs.append(StopCosts.of(inputs, running & inputs.job_preemptible & ~pinned, penalty_gpu_s))
-        lost, stoppable, horizon_s, no_deadline = costs[0]
-        weight = weights.tolist()
-        candidates = [
-            Candidate(v, job_nodes[inputs.job_ids[v]], weight[v] * lost[v])
-            for v in np.flatnonzero(stoppable & (pool0 == p)).tolist()
-            if inputs.job_ids[v] in job_nodes and (weight[v] < weight[j] or no_deadline[v])
+    def _clearing_candidates(self, j: int, p: int, plan: _Plan0) -> list[Candidate]:
+        """Running jobs in pool p that may be stopped for job j: preemptible, on known nodes, and
+        of a lower weight or without a deadline to miss; each costs its weight x lost work."""
+        inputs = self.inputs
+        weight = inputs.job_weight
+        stoppable = (inputs.job_running_pool >= 0) & inputs.job_preemptible & ~plan.pinned & (self.pool0 == p)
+        lost = inputs.job_lost_gpu_s + self.penalty_gpu_s * inputs.job_gang
+        return [
+            Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
+            for v in np.flatnonzero(stoppable).tolist()
+            if inputs.job_ids[v] in inputs.job_nodes
+            and (weight[v] < weight[j] or inputs.job_deadline_step[v] > inputs.horizon_steps)
         ]
-        per_node = inputs.pool_gpus_per_node[p]
-        count = max(-(-int(gangs[j]) // per_node), 1)
-        # how long the gang would wait for nodes to drain by themselves (unknown: the horizon)
-        drains = sorted(nodes.drain_s[p].get(i, 0.0) for i in range(len(job_free)))
-        known = not nodes.unknown[p] and len(drains) >= count
-        wait_s = min(drains[count - 1], horizon_s) if known else horizon_s
+
+    def _drain_wait_s(self, j: int, p: int) -> float:
+        """How long gang j would wait for pool p's nodes to drain by themselves (unknown: the horizon)."""
+        inputs, nodes = self.inputs, self.nodes
+        horizon_s = float(inputs.blocks.dur_s.sum())
+        count = max(-(-int(self._gang(j)) // inputs.pool_gpus_per_node[p]), 1)
+        drains = sorted(nodes.drain_s[p].get(i, 0.0) for i in range(len(nodes.job_free[p] or ())))
+        if nodes.unknown[p] or len(drains) < count:
+            return horizon_s
+        return min(drains[count - 1], horizon_s)
+
+    def clear_for(self, j: int, p: int, plan: _Plan0) -> bool:
+        """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
+        job_free = self.nodes.job_free[p]
+        g = self._gang(j)
+        if job_free is None or self.clear_budget <= 0 or self.cap[p] + EPS < g or not self._within_quota(j):
+            return False
+        per_node = self.inputs.pool_gpus_per_node[p]
         chosen = cheapest_clearing(
             job_free,
-            nodes.inference_gpus[p],
+            self.nodes.inference_gpus[p],
             per_node,
-            int(gangs[j]),
-            candidates,
-            budget_jobs=clear_budget,
-            max_cost=weight[j] * gangs[j] * wait_s,
+            int(g),
+            self._clearing_candidates(j, p, plan),
+            budget_jobs=self.clear_budget,
+            max_cost=float(self.inputs.job_weight[j]) * g * self._drain_wait_s(j, p),
         )
         if chosen is None:
             return False
         job_free = list(job_free)
         for c in chosen:
-            v = c.job
-            pool0[v] = -1
-            cap[p] += gangs[v]
-            used[team[v]] -= gangs[v]
-            remaining[v] += gangs[v] * dur0
+            self._count(c.job, p, sign=-1.0)
             for node, gpus in c.on_nodes.items():
                 job_free[node] = min(job_free[node] + gpus, per_node)
-        nodes.repack(p, job_free)
-        clear_budget -= len(chosen)
+        self.nodes.repack(p, job_free)
+        self.clear_budget -= len(chosen)
         return True
 
-    # Waiting jobs the plan starts now, by relaxed share, then weight.
-    waiting = (not_running & (remaining > 0)).nonzero()[0]
-    best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
-    wanted = best > EPS
-    chosen = waiting[wanted]
-    # lexsort is stable: jobs equal on both keys stay in index order
-    chosen = chosen[np.lexsort((-inputs.job_weight[chosen], -best[wanted]))]
-    held_before = inputs.held_nodes or {}
-    holds: NodeHolds = {}
-    chosen_share0 = share0[chosen]
-    # each job's pools by its share, highest first (stable: ties in pool order), all at once
-    pool_orders = np.argsort(-chosen_share0, axis=1, kind="stable").tolist()
-    for j, row, allowed, order in zip(
-        chosen.tolist(),
-        chosen_share0.tolist(),
-        inputs.job_allowed[chosen].tolist(),
-        pool_orders,
-        strict=True,
-    ):
-        # the plan's pools first, then any other allowed pool (try_start moves dipping ones last)
-        pools = [p for p in order if row[p] > EPS or allowed[p]]
-        # the plan's own starts outrank any stop; one that fits no node holds the emptiest nodes
-        # of its pool against lower-weight backfill (a reservation per blocked gang)
-        if not try_start(j, pools, math.inf) and pools:
-            p = pools[0]
-            if clear_for(j, p) and try_start(j, [p], math.inf):
-                continue
-            before = held_before.get(inputs.job_ids[j])
-            prefer = before[1] if before is not None and before[0] == p else ()
-            real = len(inputs.pool_free_nodes[p] or ())
-            holds[inputs.job_ids[j]] = (p, nodes.hold(p, gangs[j], float(weights[j]), prefer, real))
+    def _hold_nodes(self, j: int, p: int) -> None:
+        """Hold nodes of pool p for gang j against lower-weight backfill (the same as last time
+        where still free), so they drain for it."""
+        inputs = self.inputs
+        job_id = inputs.job_ids[j]
+        before = (inputs.held_nodes or {}).get(job_id)
+        prefer = before[1] if before is not None and before[0] == p else ()
+        real = len(inputs.pool_free_nodes[p] or ())
+        held = self.nodes.hold(p, self._gang(j), float(inputs.job_weight[j]), prefer, real)
+        self.holds[job_id] = (p, held)
 
-    # Backfill what rounding left idle: highest weight first, then the jobs the plan wants soonest;
-    # best fit (the fullest pool that still takes the gang).
-    if max(cap, default=0.0) >= 1.0:
-        idle_now = not_running & (pool0 < 0) & (remaining > 0)
+    def start_planned(self, plan: _Plan0) -> None:
+        """Waiting jobs the plan starts now, by relaxed share, then weight; each in the plan's pools
+        first, then any other allowed pool. The plan's own starts outrank any stop; one that fits
+        no node clears nodes, else holds nodes of its pool (a reservation per blocked gang)."""
+        inputs, share0 = self.inputs, plan.share0
+        waiting = ((inputs.job_running_pool < 0) & (self.remaining > 0)).nonzero()[0]
+        best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
+        wanted = best > EPS
+        chosen = waiting[wanted]
+        # lexsort is stable: jobs equal on both keys stay in index order
+        chosen = chosen[np.lexsort((-inputs.job_weight[chosen], -best[wanted]))]
+        for j in chosen.tolist():
+            row, allowed = share0[j], inputs.job_allowed[j]
+            order = np.argsort(-row, kind="stable").tolist()  # highest share first, ties in pool order
+            pools = [p for p in order if row[p] > EPS or allowed[p]]
+            if self.try_start(j, pools, math.inf) or not pools:
+                continue
+            if self.clear_for(j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
+                continue
+            self._hold_nodes(j, pools[0])
+
+    def backfill(self, plan: _Plan0, backfill_above: float) -> None:
+        """What rounding left idle: highest weight first, then the jobs the plan wants soonest;
+        best fit (the fullest pool that still takes the gang)."""
+        inputs = self.inputs
+        idle_now = (inputs.job_running_pool < 0) & (self.pool0 < 0) & (self.remaining > 0)
         idle = (idle_now & (inputs.job_weight > backfill_above)).nonzero()[0]
-        soon = share[idle].sum(axis=1) if share.shape[1] else np.zeros(idle.size)
+        soon = plan.share[idle].sum(axis=1) if plan.share.shape[1] else np.zeros(idle.size)
         # lexsort is stable: jobs equal on both keys stay in index order
         for j in idle[np.lexsort((-soon, -inputs.job_weight[idle]))].tolist():
-            allowed = inputs.job_allowed[j].tolist()
-            pools = sorted((p for p, ok in enumerate(allowed) if ok), key=lambda p: (cap[p], p))
-            try_start(j, pools, float(weights[j]))
-    return _Placement(pool0, remaining, cap, used, nodes, released, top_weight, holds)
+            allowed = np.flatnonzero(inputs.job_allowed[j]).tolist()
+            pools = sorted(allowed, key=lambda p: (self.cap[p], p))
+            self.try_start(j, pools, float(inputs.job_weight[j]))

@@ -1,8 +1,5 @@
-"""The calibrator's shortcuts agree with the plain computation they replace.
-
-The band factor, read from the calibrator's sorted window of ratios, is numpy's "higher" quantile
-of the window, and scoring only the recent forecasts gives the same factors when forecasts arrive
-out of order.
+"""The calibrator's band factor is numpy's "higher" quantile of the scored window of ratios,
+whatever order the forecasts arrive in (checked against a plain computation of the definition).
 """
 
 from __future__ import annotations

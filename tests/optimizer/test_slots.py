@@ -1,0 +1,73 @@
+"""Job slots (optimizer/slots.py): every job keeps one slot of its class for its life, and a new
+job takes the lowest free slot of its class."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import numpy as np
+from optimizer_cases import NOW, three_pool_cluster
+
+from optimizer.config import PlannerConfig
+from optimizer.inputs import build_inputs
+from optimizer.slots import SlotTable, into_slots, slot_classes
+from schemas import ClusterState, DemandForecast
+
+CONFIG = PlannerConfig(
+    horizon_steps=24, fine_steps=3, mid_block_steps=3, mid_until_step=12, coarse_block_steps=6
+)
+
+
+def _rolling(steps: int) -> Iterator[tuple[datetime, ClusterState, dict[str, DemandForecast]]]:
+    """(now, cluster, forecasts) per step: one job leaves and one arrives every other step."""
+    cluster, forecasts = three_pool_cluster(9)
+    jobs = list(cluster.jobs)
+    for step in range(steps):
+        now = NOW + timedelta(minutes=15 * step)
+        if step % 2:
+            jobs = [*jobs[1:], three_pool_cluster(1, first=100 + step)[0].jobs[0]]
+        yield now, cluster.model_copy(update={"as_of": now, "jobs": jobs}), forecasts
+
+
+def test_slot_classes_are_each_jobs_allowed_row_and_team() -> None:
+    cluster, forecasts = three_pool_cluster(9)
+    inputs = build_inputs(cluster, forecasts, NOW, CONFIG)
+    expected = [(inputs.job_allowed[j].tobytes(), int(inputs.job_team[j])) for j in range(inputs.n_jobs)]
+    assert slot_classes(inputs) == expected
+
+
+def test_kept_slots_stay_and_new_jobs_take_free_slots_of_their_class() -> None:
+    table = SlotTable()
+    seen: dict[str, int] = {}
+    for now, cluster, forecasts in _rolling(8):
+        inputs = build_inputs(cluster, forecasts, now, CONFIG)
+        slotted = into_slots(inputs, table)
+        slot_of = {job_id: s for s, job_id in enumerate(slotted.job_ids) if job_id}
+        assert sorted(slot_of) == sorted(inputs.job_ids)  # every job has one slot
+        for job_id, slot in slot_of.items():
+            assert seen.get(job_id, slot) == slot  # a job keeps its slot for its life
+            j = inputs.job_ids.index(job_id)
+            assert np.array_equal(slotted.job_allowed[slot], inputs.job_allowed[j])
+        seen.update(slot_of)
+
+
+def test_new_jobs_take_the_lowest_free_slots_of_their_class() -> None:
+    table = SlotTable()
+    cluster, forecasts = three_pool_cluster(6)
+    first = into_slots(build_inputs(cluster, forecasts, NOW, CONFIG), table)
+    slot_of = {job_id: slot for slot, job_id in enumerate(first.job_ids) if job_id}
+    # j0 and j3 leave (one class each), j6 (j0's class) and j7 (j1's class) arrive
+    cluster, forecasts = three_pool_cluster(8)
+    cluster = cluster.model_copy(
+        update={"jobs": [j for j in cluster.jobs if j.spec.job_id not in ("j0", "j3")]}
+    )
+    again = into_slots(build_inputs(cluster, forecasts, NOW, CONFIG), table)
+    now_at = {job_id: slot for slot, job_id in enumerate(again.job_ids) if job_id}
+    for kept in ("j1", "j2", "j4", "j5"):
+        assert now_at[kept] == slot_of[kept]
+    members = table.members
+    for new_job, like in (("j6", "j0"), ("j7", "j1")):
+        cls = next(c for c, slots in members.items() if slot_of[like] in slots)
+        taken = {now_at[j] for j in now_at if j != new_job}
+        assert now_at[new_job] == min(s for s in members[cls] if s not in taken)
