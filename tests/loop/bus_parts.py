@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+
+from loop_harness import ManualClock
 
 from forecaster.source import SeasonalNaiveSource
 from loop import Policy
@@ -23,16 +24,6 @@ from streams.services.forecaster import ForecasterProcessor
 from streams.services.optimizer import OptimizerProcessor
 from streams.services.state import StateProcessor
 from streams.state_diff import events_between, seed_of
-
-
-class StepClock:
-    """The state service's clock: the test moves it to each step boundary."""
-
-    def __init__(self, when: datetime) -> None:
-        self.when = when
-
-    def now(self) -> datetime:
-        return self.when
 
 
 @dataclass
@@ -57,7 +48,7 @@ class RecordingBackend:
 @dataclass
 class BusLoop:
     bus: MemoryBus
-    clock: StepClock
+    clock: ManualClock
     backend: RecordingBackend
     state: StateProcessor
     forecaster: ForecasterProcessor
@@ -68,7 +59,7 @@ class BusLoop:
 def build_loop(sim: Simulator, policy: Policy, horizon_steps: int) -> BusLoop:
     """State, forecaster, optimizer and actuator on one bus, with the simulator as the world."""
     first = sim.snapshot(sim.clock.now())
-    clock = StepClock(first.as_of)
+    clock = ManualClock(first.as_of)
     backend = RecordingBackend(sim)
     state = StateProcessor(
         fold=ClusterFold(seed=seed_of(first), max_history_steps=sim.history_steps),
