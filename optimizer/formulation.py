@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -58,6 +59,20 @@ class ColumnMatrix:
         indptr = np.zeros(n_cols + 1, dtype=np.int64)
         np.cumsum(np.bincount(col_of, minlength=n_cols), out=indptr[1:])
         return cls(indptr, (unique % max(n_rows, 1)).astype(np.int64), data.astype(float), n_rows)
+
+    @cached_property
+    def entry_cols(self) -> np.ndarray:
+        """The column of each stored entry."""
+        return np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
+
+    @cached_property
+    def by_row(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row pointer, entry order): the stored entries row by row, as positions into ``data``
+        (so values changed in place read through)."""
+        order = np.argsort(self.indices, kind="stable")
+        row_ptr = np.zeros(self.n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.indices, minlength=self.n_rows), out=row_ptr[1:])
+        return row_ptr, order
 
     def entry_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The position in ``data`` of each stored (row, col)."""
