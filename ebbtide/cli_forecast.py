@@ -3,14 +3,15 @@
 Reads a CSV (a time and a value column), puts it on a regular grid (forecaster.clean), runs
 forecaster.backtest (one origin a day, 24 hours ahead, no future in any fit or calibration), prints
 per model the MAE relative to seasonal naive, pinball loss and band coverage, plots the selected
-model's bands against the actual series (PNG) and writes the selected model's scores as JSON.
+model's bands against the actual series (PNG: dates in UTC on x, the values in --unit on y) and
+writes the selected model's scores as JSON.
 Heavy imports happen inside the command so ``ebbtide --help`` stays fast.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -58,32 +59,58 @@ def load_series(
     return times.tolist(), values.tolist()
 
 
-def _plot(result: object, png: Path, title: str) -> None:
+_EPOCH_FLOOR_S = 631_152_000.0
+"""1990-01-01 UTC: a series starting before it has relative times (a numeric column), not dates."""
+
+
+def _plot_axis(result: BacktestResult, start_s: float) -> tuple[Any, str]:
+    """The x values (UTC datetimes, or hours from start for relative times) and their label."""
+    import numpy as np
+
+    offsets_s = np.arange(result.values.size) * result.step_s
+    if start_s < _EPOCH_FLOOR_S:
+        return (start_s + offsets_s) / 3600, "hours from the series' start (relative times, no dates)"
+    stamps = (np.float64(start_s) + offsets_s).astype("int64").astype("datetime64[s]")
+    return stamps, "date (UTC)"
+
+
+def _plot(result: object, png: Path, title: str, *, start_s: float, unit: str) -> None:
+    """The actual series against the selected model's p50 and 80%/90% bands from every origin."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
-    import numpy as np
 
     from forecaster.backtest import AUTO, BacktestResult
 
     assert isinstance(result, BacktestResult)
-    hours = np.arange(result.values.size) * result.step_s / 3600
-    fig, ax = plt.subplots(figsize=(14, 4.5))
-    ax.plot(hours, result.values, color="black", lw=0.8, label="actual")
+    x, xlabel = _plot_axis(result, start_s)
+    fig, ax = plt.subplots(figsize=(14, 4.8), layout="constrained")
+    first = min(result.forecasts[AUTO], default=0)
+    ax.axvspan(x[0], x[first], color="grey", alpha=0.12, lw=0, label="history before the first origin")
+    ax.plot(x, result.values, color="black", lw=0.8, label="actual")
     for i, origin in enumerate(sorted(result.forecasts[AUTO])):
         curves = result.forecasts[AUTO][origin]
-        x = hours[origin : origin + result.horizon_steps]
-        labels = ("90% band", "80% band", "p50") if i == 0 else (None, None, None)
-        ax.fill_between(x, curves["p05"], curves["p95"], color="tab:blue", alpha=0.2, lw=0, label=labels[0])
-        ax.fill_between(x, curves["p10"], curves["p90"], color="tab:blue", alpha=0.3, lw=0, label=labels[1])
-        ax.plot(x, curves["p50"], color="tab:blue", lw=1.0, label=labels[2])
-        ax.axvline(hours[origin], color="grey", lw=0.3)
-    ax.set_xlabel("hours from start")
-    ax.set_ylabel("busy GPUs")
+        span = x[origin : origin + result.horizon_steps]
+        labels = ("90% band", "80% band", "p50 forecast", "forecast origin") if i == 0 else (None,) * 4
+        ax.fill_between(span, curves["p05"], curves["p95"], fc="tab:blue", alpha=0.2, lw=0, label=labels[0])
+        ax.fill_between(span, curves["p10"], curves["p90"], fc="tab:blue", alpha=0.3, lw=0, label=labels[1])
+        ax.plot(span, curves["p50"], color="tab:blue", lw=1.0, label=labels[2])
+        ax.axvline(x[origin], color="grey", lw=0.4, ls=":", label=labels[3])
+    if xlabel.startswith("date"):  # a tick a day or every few days, with the weekday (weekly seasonality)
+        days = result.values.size * result.step_s / 86_400
+        every = max(1, round(days / 14))
+        ax.xaxis.set_major_locator(mdates.DayLocator(interval=every))  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%a\n%d %b"))  # type: ignore[no-untyped-call]
+        xlabel = f"date (UTC), {str(x[0])[:10]} to {str(x[-1])[:10]}"
+    ax.set_xlim(x[0], x[-1])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(unit)
     ax.set_title(title)
-    ax.legend(loc="upper left")
-    fig.tight_layout()
+    ax.grid(alpha=0.25)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=120)
     plt.close(fig)
@@ -99,6 +126,9 @@ def backtest(
     scale: Annotated[float, typer.Option(help="multiply values by this (1/3600: GPU-s per hour -> GPUs)")] = (
         1 / 3600
     ),
+    unit: Annotated[
+        str, typer.Option(help="unit of the values after --scale, on the plot's y axis and title")
+    ] = "busy GPUs",
     where: Annotated[str | None, typer.Option(help="keep rows where COLUMN=VALUE")] = None,
     time_unit_s: Annotated[float, typer.Option(help="seconds per unit of a numeric time column")] = 1.0,
     min_history_days: Annotated[float, typer.Option(help="history before the first origin")] = 14.0,
@@ -130,7 +160,8 @@ def backtest(
         f"fit (select + calibrate) median {summary['fit_ms_p50']:.0f} ms; "
         f"step forecast p99 {summary['forecast_ms_p99']:.1f} ms"
     )
-    _plot(result, png, f"{series_name}: selected model, 80%/90% bands, 24 h ahead from daily origins")
+    title = f"{series_name} ({unit}): selected model's p50 and 80%/90% bands, 24 h ahead from daily origins"
+    _plot(result, png, title, start_s=series.start_s, unit=unit)
     console.print(f"wrote {png}")
     if json_path is not None:
         _write_json(json_path, series_name, result, summary)

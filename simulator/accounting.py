@@ -3,12 +3,12 @@
 Every tick and pool records capacity (GPUs up x tick), busy (GPUs held by jobs, including a
 restarting job's overhead and a finishing job's tail, and by inference replicas, including ones
 still loading) and useful GPU-time (batch progress and inference demand actually served). Idle is
-capacity minus busy. Work lost to a stop is recorded once, when the stop happens.
+capacity minus busy. Work lost to a stop is recorded once, when the stop happens, also by cause.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -39,6 +39,7 @@ class Ledger:
     restart_overhead_gpu_s: float = 0.0
     lost_work_gpu_s: float = 0.0
     stops: Counter[str] = field(default_factory=Counter)
+    lost_by_cause: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     refused: int = 0
     gang_blocked: int = 0
     overcommit_ticks: int = 0
@@ -61,6 +62,7 @@ class Ledger:
     def record_stop(self, cause: str, lost_gpu_s: float) -> None:
         self.stops[cause] += 1
         self.lost_work_gpu_s += lost_gpu_s
+        self.lost_by_cause[cause] += lost_gpu_s
         self.useful_gpu_s -= lost_gpu_s
 
     def close_step(self) -> None:

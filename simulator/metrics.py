@@ -5,7 +5,11 @@ plus batch progress kept (work lost on a stop is subtracted once; restart overhe
 replicas and interference losses are not useful). PWT = sum over jobs of priority weight x
 GPU-hours of kept progress made inside the window (the same rule for every policy). SLO
 shortfall = demanded GPU-minutes not covered / demanded GPU-minutes. Preemptions count stops by
-the policy and by planned maintenance (both avoidable); failures are reported apart.
+the policy, by planned maintenance and by bursts (all avoidable); failures are reported apart. Lost
+GPU-hours = work since the last checkpoint dropped at every stop (jobs.LiveJob.stop, recorded once
+in the ledger) plus the restart overhead a restarted job spends before it moves again;
+``restart_gpu_hours`` is that second part alone, ``failure_lost_gpu_hours`` the work dropped by
+failures (not preemptions, but lost all the same).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class RunMetrics:
     jobs_completed: int
     jobs_arrived: int
     jct_hours_by_class: dict[str, float] = field(default_factory=dict)
+    restart_gpu_hours: float = 0.0
+    failure_lost_gpu_hours: float = 0.0
     failure_stops: int = 0
     gang_blocked: int = 0
     refused_decisions: int = 0
@@ -100,6 +106,8 @@ def compute_metrics(
         jobs_completed=len(sim.finished),
         jobs_arrived=len(sim.arrivals),
         jct_hours_by_class={k: float(np.mean(v)) for k, v in sorted(jct.items())},
+        restart_gpu_hours=ledger.restart_overhead_gpu_s / HOUR_S,
+        failure_lost_gpu_hours=ledger.lost_by_cause["failure"] / HOUR_S,
         failure_stops=ledger.stops["failure"],
         gang_blocked=ledger.gang_blocked,
         refused_decisions=ledger.refused,

@@ -10,7 +10,7 @@ import pytest
 from forecaster_synthetic import synthetic_hourly
 from typer.testing import CliRunner
 
-from ebbtide.cli_forecast import app
+from ebbtide.cli_forecast import _plot_axis, app
 from forecaster.backtest import AUTO, backtest_origins, rolling_origin_backtest
 
 
@@ -90,6 +90,30 @@ def test_cli_backtest_writes_table_png_and_json(tmp_path: Path) -> None:
         "fit_ms_p50",
     }
     assert entry["fit_ms_p50"] > 0
+    assert out_png.stat().st_size > 10_000
+    assert f"wrote {out_png}" in result.output.replace("\n", "")
+
+
+def test_the_plot_axis_is_in_utc_dates_or_hours_for_relative_times() -> None:
+    values = synthetic_hourly(10, seed=1)
+    result = rolling_origin_backtest(values, step_s=3600, min_history_days=9, max_origins=2)
+    stamps, label = _plot_axis(result, start_s=1_767_571_200.0)  # 2026-01-05 00:00 UTC
+    assert label.startswith("date (UTC)") and stamps[0] == np.datetime64("2026-01-05T00:00:00")
+    assert stamps[25] == np.datetime64("2026-01-06T01:00:00")
+    hours, label = _plot_axis(result, start_s=0.0)
+    assert label.startswith("hours") and hours[25] == pytest.approx(25.0)
+
+
+def test_cli_backtest_plots_in_the_given_unit(tmp_path: Path) -> None:
+    values = synthetic_hourly(10, seed=3)
+    csv = tmp_path / "rph.csv"
+    csv.write_text("t,n\n" + "\n".join(f"{i * 3600},{v:.3f}" for i, v in enumerate(values)) + "\n")
+    out_png = tmp_path / "rph.png"
+    args = ["backtest", str(csv), "--time-column", "t", "--value-column", "n", "--scale", "1"]
+    args += ["--unit", "requests per hour", "--min-history-days", "9", "--max-origins", "2"]
+    args += ["--png", str(out_png)]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, args)
+    assert result.exit_code == 0, result.output
     assert out_png.stat().st_size > 10_000
 
 

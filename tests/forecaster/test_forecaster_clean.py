@@ -37,6 +37,15 @@ def test_unsorted_duplicate_and_missing_timestamps_are_put_on_a_grid() -> None:
     assert "sorted" in joined and "duplicate" in joined and "missing timestamps" in joined
 
 
+def test_the_start_time_follows_the_rows_dropped_at_the_front() -> None:
+    t0 = 1_733_011_200.0  # 2024-12-01 00:00 UTC
+    nan = float("nan")
+    values = [9.0] * 3 + [nan] * 7 + [1.0, 2.0, 3.0]  # history before a 7-step gap is dropped
+    series = clean_series([t0 + 3600.0 * i for i in range(len(values))], values, max_gap_steps=4)
+    assert series.values.tolist() == [1.0, 2.0, 3.0]
+    assert series.start_s == t0 + 10 * 3600.0  # the grid's first kept step, not the CSV's first row
+
+
 def test_conflicting_duplicates_are_rejected() -> None:
     with pytest.raises(HistoryError, match="duplicate timestamp 3600"):
         clean_series([0.0, 3600.0, 3600.0], [1.0, 2.0, 9.0])

@@ -74,6 +74,10 @@ def test_bench_writes_json_and_png(tmp_path: Path) -> None:
     for figures in cells.values():
         assert set(figures) == KEYS
         assert 0.0 <= figures["utilization"] <= 1.0 and 0.0 <= figures["slo_shortfall"] <= 1.0
+        assert isinstance(figures["lost_gpu_hours"], float) and figures["lost_gpu_hours"] >= 0.0
+    for details in data["details"]["tiny-bench"].values():  # the parts the PNG's lost-work panel stacks
+        parts = details["restart_gpu_hours"] + details["failure_lost_gpu_hours"]
+        assert 0.0 <= parts <= details["lost_gpu_hours"] + 1e-9
     assert (tmp_path / "png" / "bench_quick.png").stat().st_size > 0
     assert "peak memory" in result.output
 
