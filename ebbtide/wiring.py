@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from actuators.factory import build_actuator
 from ebbtide.settings import Settings, SettingsError
 from forecaster.source import BankForecastSource
 from loop import Actuator, Clock, Decision, ForecastSource, Policy
-from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
+from schemas import ClusterState, JobState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
 from streams.metrics import EbbtideMetrics
@@ -126,6 +127,7 @@ class Parts:
     backend: Actuator | None = None
     backend_name: str = "dry-run"
     on_decision: DecisionHook | None = None
+    on_first_starts: Callable[[str, Sequence[JobState]], None] | None = None
     replan_on_events: bool = True
 
 
@@ -142,6 +144,7 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
             replan_on_events=parts.replan_on_events,
             high_priority_weight=settings.state.high_priority_weight,
             drift_band=settings.forecaster.drift_band,
+            on_first_starts=parts.on_first_starts,
         )
     if service == "forecaster":
         source = parts.forecast_source or default_forecast_source(settings)
@@ -202,6 +205,8 @@ def build_runtime(
             recorder.record_decision(decision, seconds, state)
 
         parts = dataclasses.replace(parts, on_decision=record)
+    if metrics is not None and service == "state" and parts.on_first_starts is None:
+        parts = dataclasses.replace(parts, on_first_starts=metrics.record_first_starts)
     processor = build_processor(service, settings, parts)
     kafka = settings.kafka
     group_id = group_id_for(service, settings)
