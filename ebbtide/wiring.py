@@ -29,6 +29,7 @@ from loop import Actuator, Clock, Decision, ForecastSource, Policy
 from schemas import ClusterState, JobState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
+from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
 from streams.services.actuator import ActuatorProcessor
 from streams.services.forecaster import ForecasterProcessor
@@ -195,8 +196,10 @@ def build_runtime(
     parts: Parts | None = None,
     transactions: bool = False,
     metrics: EbbtideMetrics | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> ServiceRuntime:
-    """One service; with ``metrics`` it records loop events on them (``ebbtide run`` passes METRICS)."""
+    """One service; with ``metrics`` it records loop events on them (``ebbtide run`` passes METRICS),
+    with ``heartbeat`` each completed poll beats it (what /healthz answers from)."""
     parts = parts or Parts()
     if metrics is not None and service == "optimizer" and parts.on_decision is None:
         recorder = metrics
@@ -220,6 +223,7 @@ def build_runtime(
         bootstrap=kafka.bootstrap_servers,
         group_id=group_id,
         observe=observe,
+        heartbeat=heartbeat,
         batch_size=kafka.batch_size,
         poll_timeout_s=kafka.poll_timeout_s,
         session_timeout_ms=kafka.session_timeout_ms,

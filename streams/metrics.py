@@ -16,13 +16,15 @@ tests/observability/ checks that they do.
 from __future__ import annotations
 
 import math
+import socket
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import get_args
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -32,8 +34,9 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    start_http_server,
+    make_wsgi_app,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from loop import Decision
@@ -51,6 +54,7 @@ from schemas import (
     PlanStep,
 )
 from schemas.actuation import Outcome
+from streams.health import Heartbeat, with_health
 
 DEFAULT_METRICS_PORT = 9095
 """The port every service serves /metrics on unless EBBTIDE_METRICS_PORT says otherwise."""
@@ -534,7 +538,7 @@ METRICS = EbbtideMetrics(REGISTRY)
 
 @dataclass(frozen=True)
 class MetricsEndpoint:
-    """A running /metrics server: the port it bound, and how to stop it."""
+    """A running /metrics (and /healthz) server: the port it bound, and how to stop it."""
 
     port: int
     server: WSGIServer
@@ -545,14 +549,42 @@ class MetricsEndpoint:
 
 
 def serve_metrics(
-    port: int = DEFAULT_METRICS_PORT, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
+    port: int = DEFAULT_METRICS_PORT,
+    addr: str = "0.0.0.0",
+    registry: CollectorRegistry = REGISTRY,
+    health: Heartbeat | None = None,
 ) -> MetricsEndpoint:
-    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any path answers too).
+    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any other path answers too).
 
-    Port 0 picks a free port (tests). Raises OSError naming the address when the port is taken.
+    With ``health``, ``/healthz`` answers from that heartbeat instead (streams.health: 200 while the
+    loop has stepped recently, 503 with the reason once it has not). Port 0 picks a free port
+    (tests). Raises OSError naming the address when the port is taken.
     """
+    app = make_wsgi_app(registry)
+    if health is not None:
+        app = with_health(app, health)
+
+    class Server(ThreadingWSGIServer):
+        pass
+
     try:
-        server, _thread = start_http_server(port, addr=addr, registry=registry)
+        Server.address_family, host = _address_family(addr, port)
+        server = make_server(host, port, app, Server, handler_class=_QuietHandler)
     except OSError as exc:
         raise OSError(exc.errno, f"metrics port {addr}:{port}: {exc.strerror}") from exc
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return MetricsEndpoint(port=int(server.server_address[1]), server=server)
+
+
+def _address_family(addr: str, port: int) -> tuple[socket.AddressFamily, str]:
+    """IPv4 or IPv6 as ``addr`` asks (prometheus-client's start_http_server does the same)."""
+    infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, sockaddr = infos[0]
+    return family, str(sockaddr[0])
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape or probe."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
