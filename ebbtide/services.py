@@ -1,6 +1,7 @@
 """Running one service as a process: ``ebbtide run <service>`` lands here.
 
-Creates the topics if asked, serves /metrics, builds the service from settings (ebbtide.wiring)
+Creates the topics if asked, serves /metrics and /healthz (a heartbeat the service's loop beats,
+streams.health), builds the service from settings (ebbtide.wiring)
 and runs it until the stop event is set. The collector is a producer only
 (streams.services.collector): it reads NVML, or the seed cluster's GPUs when asked, every
 ``interval_s``.
@@ -18,6 +19,7 @@ from ebbtide.settings import Settings
 from ebbtide.wiring import PlannerUnavailable, WallClock, build_runtime, load_seed
 from schemas import GpuSample
 from streams.broker import answers_metadata
+from streams.health import STREAM_STALE_AFTER_S, Heartbeat, collector_stale_after_s
 from streams.metrics import METRICS, serve_metrics
 from streams.services.collector import Sampler
 from streams.services.collector import run_collector as produce_samples
@@ -48,7 +50,17 @@ def _sampler(settings: Settings) -> tuple[Sampler, NvmlReader | None]:
     return simulated, None
 
 
-def run_collector(settings: Settings, stop: threading.Event) -> int:
+def heartbeat_for(service: str, settings: Settings) -> Heartbeat:
+    """The heartbeat /healthz answers from: stale after health_stale_after_s, or the service's default."""
+    stale_s = settings.health_stale_after_s
+    if stale_s is None and service == "collector":
+        stale_s = collector_stale_after_s(settings.collector.interval_s)
+    elif stale_s is None:
+        stale_s = STREAM_STALE_AFTER_S
+    return Heartbeat(service, stale_s)
+
+
+def run_collector(settings: Settings, stop: threading.Event, heartbeat: Heartbeat | None = None) -> int:
     try:
         sample, reader = _sampler(settings)
     except NvmlUnavailable as exc:
@@ -63,6 +75,7 @@ def run_collector(settings: Settings, stop: threading.Event) -> int:
             interval_s=settings.collector.interval_s,
             stop=stop,
             metrics=METRICS,
+            heartbeat=heartbeat,
         )
     finally:
         if reader is not None:
@@ -87,11 +100,12 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
         return EXIT_NO_BROKER
     if settings.kafka.create_topics:
         ensure_catalogue(bootstrap, settings.kafka.topic_prefix)
-    endpoint = serve_metrics(settings.metrics_port) if settings.metrics_enabled else None
+    heartbeat = heartbeat_for(service, settings)
+    endpoint = serve_metrics(settings.metrics_port, health=heartbeat) if settings.metrics_enabled else None
     try:
         if service == "collector":
-            return run_collector(settings, stop)
-        return _run_stream_service(service, settings, stop)
+            return run_collector(settings, stop, heartbeat)
+        return _run_stream_service(service, settings, stop, heartbeat)
     except PlannerUnavailable as exc:
         print(f"{service}: {exc}", flush=True)
         return EXIT_NO_PLANNER
@@ -100,8 +114,8 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
             endpoint.close()
 
 
-def _run_stream_service(service: str, settings: Settings, stop: threading.Event) -> int:
-    runtime = build_runtime(service, settings, transactions=True, metrics=METRICS)
+def _run_stream_service(service: str, settings: Settings, stop: threading.Event, heartbeat: Heartbeat) -> int:
+    runtime = build_runtime(service, settings, transactions=True, metrics=METRICS, heartbeat=heartbeat)
     log.info(
         "%s: consuming %s as group %s",
         service,

@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         default=9095, ge=0, le=65535, description="serve /metrics here; 0: any free port"
     )
+    health_stale_after_s: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=24 * 3600.0,
+        description="/healthz answers 503 once the loop has not stepped for this long; "
+        "unset: 120 s, the collector max(120 s, 3 x collector.interval_s)",
+    )
     cluster_spec: Path | None = Field(
         default=None, description="YAML or JSON ClusterState: the pools, services and quotas to start from"
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +26,10 @@ from actuators.factory import build_actuator
 from ebbtide.settings import Settings, SettingsError
 from forecaster.source import BankForecastSource
 from loop import Actuator, Clock, Decision, ForecastSource, Policy
-from schemas import ClusterState, PoolState, ServiceSpec, ServiceState
+from schemas import ClusterState, JobState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
+from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
 from streams.services.actuator import ActuatorProcessor
 from streams.services.forecaster import ForecasterProcessor
@@ -126,6 +128,7 @@ class Parts:
     backend: Actuator | None = None
     backend_name: str = "dry-run"
     on_decision: DecisionHook | None = None
+    on_first_starts: Callable[[str, Sequence[JobState]], None] | None = None
     replan_on_events: bool = True
 
 
@@ -142,6 +145,7 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
             replan_on_events=parts.replan_on_events,
             high_priority_weight=settings.state.high_priority_weight,
             drift_band=settings.forecaster.drift_band,
+            on_first_starts=parts.on_first_starts,
         )
     if service == "forecaster":
         source = parts.forecast_source or default_forecast_source(settings)
@@ -192,8 +196,10 @@ def build_runtime(
     parts: Parts | None = None,
     transactions: bool = False,
     metrics: EbbtideMetrics | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> ServiceRuntime:
-    """One service; with ``metrics`` it records loop events on them (``ebbtide run`` passes METRICS)."""
+    """One service; with ``metrics`` it records loop events on them (``ebbtide run`` passes METRICS),
+    with ``heartbeat`` each completed poll beats it (what /healthz answers from)."""
     parts = parts or Parts()
     if metrics is not None and service == "optimizer" and parts.on_decision is None:
         recorder = metrics
@@ -202,6 +208,8 @@ def build_runtime(
             recorder.record_decision(decision, seconds, state)
 
         parts = dataclasses.replace(parts, on_decision=record)
+    if metrics is not None and service == "state" and parts.on_first_starts is None:
+        parts = dataclasses.replace(parts, on_first_starts=metrics.record_first_starts)
     processor = build_processor(service, settings, parts)
     kafka = settings.kafka
     group_id = group_id_for(service, settings)
@@ -215,6 +223,7 @@ def build_runtime(
         bootstrap=kafka.bootstrap_servers,
         group_id=group_id,
         observe=observe,
+        heartbeat=heartbeat,
         batch_size=kafka.batch_size,
         poll_timeout_s=kafka.poll_timeout_s,
         session_timeout_ms=kafka.session_timeout_ms,

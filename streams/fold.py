@@ -15,6 +15,11 @@ published on the compacted cluster-state topic) and applies events in any order 
   (``JobState.nodes``, from the ``nodes`` of started/progress JobEvents).
 - Allocations set the services' running replicas (the latest decision wins).
 
+A job's first start (a STARTED event folded into a job that was queued, never started and never
+preempted) is kept in ``first_starts`` until the state service takes them with
+:meth:`ClusterFold.take_first_starts` (for the queue-wait histogram). A job the seed already shows
+running or preempted never counts as starting for the first time.
+
 No I/O, no clock reads: ``snapshot(as_of)`` is given the time.
 """
 
@@ -96,6 +101,7 @@ class ClusterFold:
     replicas: dict[str, dict[str, int]] = field(default_factory=dict)
     last_allocation_at: datetime | None = None
     counters: FoldCounters = field(default_factory=FoldCounters)
+    first_starts: list[JobState] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         step_s = self.seed.step_s
@@ -206,9 +212,17 @@ class ClusterFold:
             self.jobs[event.job_id] = record
         record.last_event = order
         self.counters.job_events += 1
-        record.state = _next_job_state(record.state, event)
+        before = record.state
+        record.state = _next_job_state(before, event)
         record.gone = event.kind in _GONE
+        if event.kind == JobEventKind.STARTED and _never_started(before):
+            self.first_starts.append(record.state)
         return True
+
+    def take_first_starts(self) -> list[JobState]:
+        """The jobs that started for the first time since the last call (each job once)."""
+        taken, self.first_starts = self.first_starts, []
+        return taken
 
     # ---- snapshots ---------------------------------------------------------------------------
 
@@ -302,6 +316,15 @@ class ClusterFold:
         for job_id in gone:
             del self.jobs[job_id]
         return len(gone)
+
+
+def _never_started(job: JobState | None) -> bool:
+    return (
+        job is not None
+        and job.status == JobStatus.QUEUED
+        and job.started_at is None
+        and job.preemptions == 0
+    )
 
 
 def _next_job_state(current: JobState | None, event: JobEvent) -> JobState:

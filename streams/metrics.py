@@ -16,13 +16,15 @@ tests/observability/ checks that they do.
 from __future__ import annotations
 
 import math
+import socket
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import get_args
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -32,8 +34,9 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    start_http_server,
+    make_wsgi_app,
 )
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from loop import Decision
@@ -44,10 +47,14 @@ from schemas import (
     DemandForecast,
     DemandSample,
     GpuSample,
+    HorizonPlan,
     JobAction,
     JobEvent,
+    JobState,
+    PlanStep,
 )
 from schemas.actuation import Outcome
+from streams.health import Heartbeat, with_health
 
 DEFAULT_METRICS_PORT = 9095
 """The port every service serves /metrics on unless EBBTIDE_METRICS_PORT says otherwise."""
@@ -58,6 +65,28 @@ LATENCY_BUCKETS_S = (
 )
 """0.8 s is the default decision budget: EbbtideDecisionLatencyHigh compares p99 with it exactly."""
 FORECAST_ERROR_BUCKETS_GPUS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+QUEUE_WAIT_BUCKETS_S = (
+    *(60.0, 300.0, 900.0, 1800.0, 3600.0, 2 * 3600.0, 4 * 3600.0, 8 * 3600.0, 12 * 3600.0),
+    *(86400.0, 2 * 86400.0, 4 * 86400.0, 7 * 86400.0),
+)
+"""A minute to a week: a job that waited under a minute lands in the first bucket."""
+
+PLAN_HOURS_AHEAD = tuple(range(24))
+"""The hours ahead the planned horizon is exported at: every whole hour of the next 24 h.
+
+Every hour rather than a sparse set (0, 1, 2, 4, 8, ...): the dashboard's "next 24 h" panel
+reads as one bar per hour, and a plan's afternoon ramp or a batch window would fall between
+sparse points. The cost is fixed: 24 series per (service, pool) the plan uses, and 24 per pool
+for batch, whatever the step length or horizon (a 15-minute step plan of 96 steps is sampled at
+its step starting on each whole hour; hours past the plan's horizon are not exported).
+"""
+
+MAX_PRIORITY_CLASSES = 16
+"""Distinct priority classes per cluster the queue-wait histogram labels; later ones read "other".
+
+JobSpec.priority_class is any name the submitter gives, so the label is capped here (a cluster
+configures a handful of classes; a misbehaving submitter must not mint a histogram per job).
+"""
 
 Series = dict[tuple[str, ...], float]
 """Values of a gauge's series for one cluster, keyed by the label values after ``cluster``."""
@@ -80,6 +109,21 @@ def partition_lag_messages(position: int, high_watermark: int, low_watermark: in
     return max(high_watermark - start, 0)
 
 
+def plan_steps_by_hour(plan: HorizonPlan) -> dict[int, PlanStep]:
+    """The step of ``plan`` in force at each hour of PLAN_HOURS_AHEAD after its issue, within its horizon.
+
+    Step k covers [issued_at + k*step_s, issued_at + (k+1)*step_s); hour h reads the step that covers
+    issued_at + h hours.
+    """
+    steps: dict[int, PlanStep] = {}
+    for hour in PLAN_HOURS_AHEAD:
+        index = (hour * 3600) // plan.step_s
+        if index >= len(plan.steps):
+            break
+        steps[hour] = plan.steps[index]
+    return steps
+
+
 def forecast_step_index(forecast: DemandForecast, at: datetime) -> int | None:
     """The horizon step that covers ``at``: step k covers [issued_at + k*step_s, issued_at + (k+1)*step_s)."""
     offset_s = (at - forecast.issued_at).total_seconds()
@@ -96,11 +140,13 @@ class EbbtideMetrics:
         self.registry = registry
         self._declare_loop_health(registry)
         self._declare_decisions(registry)
+        self._declare_plan_horizon(registry)
         self._declare_cluster_state(registry)
         self._declare_telemetry(registry)
         self._declare_forecasts(registry)
         self._declare_actuation_and_streams(registry)
         self._series: dict[tuple[int, str], set[tuple[str, ...]]] = {}
+        self._priority_classes: dict[str, set[str]] = defaultdict(set)
 
     def _declare_loop_health(self, r: CollectorRegistry) -> None:
         """Loop health, per service."""
@@ -153,6 +199,17 @@ class EbbtideMetrics:
                                  "GPU-seconds since the last checkpoint of preempted jobs (work lost)",
                                  ["cluster", "pool"], registry=r)
 
+    def _declare_plan_horizon(self, r: CollectorRegistry) -> None:
+        """The latest plan's next 24 h (optimizer), at the hours of PLAN_HOURS_AHEAD."""
+        self.plan_service_gpus = Gauge(
+            "ebbtide_plan_service_gpus",
+            "Inference GPUs the latest plan gives a service in a pool, hours_ahead hours after it was issued",
+            ["cluster", "service", "pool", "hours_ahead"], registry=r)
+        self.plan_batch_gpus = Gauge(
+            "ebbtide_plan_batch_gpus",
+            "Batch GPUs the latest plan places in a pool, hours_ahead hours after it was issued",
+            ["cluster", "pool", "hours_ahead"], registry=r)
+
     def _declare_cluster_state(self, r: CollectorRegistry) -> None:
         """Cluster state (state service)."""
         self.pool_gpus = Gauge("ebbtide_pool_gpus", "GPUs per pool (state: total or available)",
@@ -170,6 +227,10 @@ class EbbtideMetrics:
                                 ["cluster", "priority_class", "status"], registry=r)
         self.job_events = Counter("ebbtide_job_events", "Job lifecycle events seen, by kind",
                                   ["cluster", "kind"], registry=r)
+        self.job_queue_wait = Histogram(
+            "ebbtide_job_queue_wait_seconds",
+            "Submission to first start of a batch job, observed once per job when it first starts",
+            ["cluster", "priority_class"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
 
     def _declare_telemetry(self, r: CollectorRegistry) -> None:
         """Telemetry (collector)."""
@@ -260,6 +321,7 @@ class EbbtideMetrics:
         self._replace(self.plan_objective, cluster, {(term,): v for term, v in plan.objective.items()})
         self.last_decision.labels(cluster).set(time.time() if now_s is None else now_s)
         self.step_length.labels(cluster).set(alloc.step_s)
+        self.record_plan_horizon(plan)
 
         gpus: Series = defaultdict(float)
         capacity: Series = defaultdict(float)
@@ -285,6 +347,30 @@ class EbbtideMetrics:
             self.preemptions.labels(cluster, pool).inc()
             if current is not None:
                 self.lost_work.labels(cluster, pool).inc(current.since_checkpoint_gpu_s)
+
+    def record_plan_horizon(self, plan: HorizonPlan) -> None:
+        """The plan's steps at PLAN_HOURS_AHEAD: service GPUs per (service, pool), batch GPUs per pool.
+
+        Every (service, pool) and pool the sampled steps use gets a series at every exported hour
+        (0 where that hour's step gives it nothing), so a bar chart has no holes; series of a
+        service or pool no longer in the plan, or of hours past its horizon, are removed.
+        """
+        sampled = plan_steps_by_hour(plan)
+        services: dict[tuple[str, str], dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        batch: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        for hour, step in sampled.items():
+            for svc in step.services:
+                services[(svc.service, svc.pool)][hour] += svc.gpus
+                batch[svc.pool]  # a pool the plan uses for inference shows its batch at 0 too
+            for job in step.jobs:
+                batch[job.pool][hour] += job.gpus
+        self._replace(self.plan_service_gpus, plan.cluster, {
+            (service, pool, str(hour)): by_hour.get(hour, 0.0)
+            for (service, pool), by_hour in services.items() for hour in sampled
+        })
+        self._replace(self.plan_batch_gpus, plan.cluster, {
+            (pool, str(hour)): by_hour.get(hour, 0.0) for pool, by_hour in batch.items() for hour in sampled
+        })
 
     def record_cluster_state(self, state: ClusterState) -> None:
         """Pool sizes, inference capacity vs demand (and shortfall), batch jobs by priority and status."""
@@ -316,6 +402,30 @@ class EbbtideMetrics:
             job_gpus[key] += job.spec.gpus
         self._replace(self.batch_jobs, cluster, jobs)
         self._replace(self.batch_gpus, cluster, job_gpus)
+
+    def record_first_starts(self, cluster: str, jobs: Iterable[JobState]) -> None:
+        """Jobs' first starts: each one's wait from submission to start (once per job: the caller's part).
+
+        The state service calls it with the jobs its fold saw start for the first time, when the
+        snapshot that holds those starts is published (streams.services.state says how a restart
+        is kept from observing a job again, and the limit of that).
+        """
+        for job in jobs:
+            if job.started_at is None:
+                continue
+            wait_s = max((job.started_at - job.submitted_at).total_seconds(), 0.0)
+            priority_class = self._priority_class(cluster, job.spec.priority_class)
+            self.job_queue_wait.labels(cluster, priority_class).observe(wait_s)
+
+    def _priority_class(self, cluster: str, name: str) -> str:
+        """``name``, or "other" once MAX_PRIORITY_CLASSES others of this cluster have a series."""
+        known = self._priority_classes[cluster]
+        if name in known:
+            return name
+        if len(known) >= MAX_PRIORITY_CLASSES:
+            return "other"
+        known.add(name)
+        return name
 
     def record_job_event(self, event: JobEvent) -> None:
         self.job_events.labels(event.cluster, event.kind.value).inc()
@@ -428,7 +538,7 @@ METRICS = EbbtideMetrics(REGISTRY)
 
 @dataclass(frozen=True)
 class MetricsEndpoint:
-    """A running /metrics server: the port it bound, and how to stop it."""
+    """A running /metrics (and /healthz) server: the port it bound, and how to stop it."""
 
     port: int
     server: WSGIServer
@@ -439,14 +549,42 @@ class MetricsEndpoint:
 
 
 def serve_metrics(
-    port: int = DEFAULT_METRICS_PORT, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
+    port: int = DEFAULT_METRICS_PORT,
+    addr: str = "0.0.0.0",
+    registry: CollectorRegistry = REGISTRY,
+    health: Heartbeat | None = None,
 ) -> MetricsEndpoint:
-    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any path answers too).
+    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any other path answers too).
 
-    Port 0 picks a free port (tests). Raises OSError naming the address when the port is taken.
+    With ``health``, ``/healthz`` answers from that heartbeat instead (streams.health: 200 while the
+    loop has stepped recently, 503 with the reason once it has not). Port 0 picks a free port
+    (tests). Raises OSError naming the address when the port is taken.
     """
+    app = make_wsgi_app(registry)
+    if health is not None:
+        app = with_health(app, health)
+
+    class Server(ThreadingWSGIServer):
+        pass
+
     try:
-        server, _thread = start_http_server(port, addr=addr, registry=registry)
+        Server.address_family, host = _address_family(addr, port)
+        server = make_server(host, port, app, Server, handler_class=_QuietHandler)
     except OSError as exc:
         raise OSError(exc.errno, f"metrics port {addr}:{port}: {exc.strerror}") from exc
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return MetricsEndpoint(port=int(server.server_address[1]), server=server)
+
+
+def _address_family(addr: str, port: int) -> tuple[socket.AddressFamily, str]:
+    """IPv4 or IPv6 as ``addr`` asks (prometheus-client's start_http_server does the same)."""
+    infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, sockaddr = infos[0]
+    return family, str(sockaddr[0])
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape or probe."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass

@@ -2,7 +2,8 @@
 
 It reads each GPU through a sampler (NVML on a GPU node, or the seed cluster's idle GPUs when asked
 for the simulated source) and produces one GpuSample per GPU to the telemetry topic, which the
-state service folds. A producer only: it consumes nothing.
+state service folds. A producer only: it consumes nothing. Each round beats its heartbeat, which
+the process's /healthz answers from (streams.health).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from loop import Clock
 from schemas import GpuSample
 from schemas.codec import encode
 from schemas.topics import GPU_SAMPLES
+from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
 
 Sampler = Callable[[datetime], Sequence[GpuSample]]
@@ -31,6 +33,7 @@ def run_collector(
     interval_s: float,
     stop: threading.Event,
     metrics: EbbtideMetrics,
+    heartbeat: Heartbeat | None = None,
 ) -> int:
     """Produce ``sample(now)`` every ``interval_s`` until ``stop`` is set; returns the exit code."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
@@ -43,6 +46,8 @@ def run_collector(
             producer.poll(0)
             metrics.record_gpu_samples(samples)
             metrics.record_step("collector", ok=True)
+            if heartbeat is not None:
+                heartbeat.beat()
             stop.wait(interval_s)
     finally:
         producer.flush(10)

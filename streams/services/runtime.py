@@ -15,6 +15,9 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    in between replays inputs (at-least-once) and never loses one. With ``transactional`` (Apache
    Kafka) outputs and offsets commit atomically in one transaction. While the processor says
    ``pending()`` (it holds an input it has not answered yet) no offset is committed.
+
+Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
+has one: the service's /healthz answers from it (streams.health).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from confluent_kafka import (
 
 from schemas.codec import encode
 from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
+from streams.health import Heartbeat
 from streams.services.batch_decode import BatchDecoder
 from streams.services.dispatch import Outgoing, Processor, handle_run
 from streams.services.observe import ServiceMetrics
@@ -87,6 +91,7 @@ class ServiceRuntime:
     topic_prefix: str = ""
     on_batch: Callable[[RuntimeStats], None] | None = None
     observe: ServiceMetrics | None = None
+    heartbeat: Heartbeat | None = None
     stats: RuntimeStats = field(default_factory=RuntimeStats)
 
     def __post_init__(self) -> None:
@@ -264,6 +269,8 @@ class ServiceRuntime:
         self._produce(self.processor.on_idle())
         self._commit()
         self.stats.batches += 1
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
         if self.observe is not None:
             self.observe.step(ok=True)
             if self.stats.batches % 50 == 0:

@@ -7,11 +7,19 @@ the band of the latest forecast) when asked to. Its
 input offsets are committed only right after a snapshot is produced, so after a restart it
 resumes from the last published snapshot (read back from the compacted topic) and replays just
 the events that came after it; the fold ignores replays.
+
+Jobs' first starts (for the queue-wait histogram) are handed to ``on_first_starts`` when the
+snapshot that holds them is published, not when their event is folded. A restart resumes from
+that snapshot, which shows those jobs running (or preempted, or gone), so their replayed starts do
+not count again. The limit: a crash after a snapshot was produced but before its input offsets
+were committed replays the events since the previous commit onto the fold restored from the new
+snapshot; jobs that started and already finished within that one step (absent from the snapshot,
+so submitted afresh by the replay) are observed a second time, at most once per such crash.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,6 +32,7 @@ from schemas import (
     GpuSample,
     JobEvent,
     JobEventKind,
+    JobState,
 )
 from schemas.base import Event
 from schemas.topics import (
@@ -77,6 +86,7 @@ class StateProcessor:
     last_published: ClusterState | None = None
     published: int = 0
     triggers: list[str] = field(default_factory=list)
+    on_first_starts: Callable[[str, Sequence[JobState]], None] | None = None
     _urgent: str | None = None
     _dirty: bool = False
 
@@ -138,6 +148,9 @@ class StateProcessor:
     def _publish(self, as_of: datetime, reason: str, snapshot: ClusterState | None = None) -> list[Outgoing]:
         state = snapshot if snapshot is not None else self.fold.snapshot(as_of)
         self.last_published = state
+        started = self.fold.take_first_starts()
+        if started and self.on_first_starts is not None:
+            self.on_first_starts(self.fold.cluster, started)
         self.published += 1
         self.triggers.append(reason)
         del self.triggers[:-100]

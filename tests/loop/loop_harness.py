@@ -28,6 +28,7 @@ from schemas.codec import encode
 from schemas.targets import parse_target
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
+from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
 from streams.services.runtime import ServiceRuntime
 from streams.state_diff import events_between, seed_of
@@ -56,6 +57,7 @@ class Loop:
     errors: list[str] = field(default_factory=list)
     stopped: dict[str, ServiceRuntime] = field(default_factory=dict)
     metrics: EbbtideMetrics = field(default_factory=lambda: EbbtideMetrics(CollectorRegistry()))
+    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.dry = DryRunBackend(cluster=self.seed.cluster, clock=self.clock.now, adopt_unknown_jobs=True)
@@ -91,8 +93,14 @@ class Loop:
             backend=self.backend,
             replan_on_events=False,
         )
+        self.heartbeats[name] = Heartbeat(name)
         runtime = build_runtime(
-            name, self.settings, parts, transactions=self.transactions, metrics=self.metrics
+            name,
+            self.settings,
+            parts,
+            transactions=self.transactions,
+            metrics=self.metrics,
+            heartbeat=self.heartbeats[name],
         )
         stop = threading.Event()
 

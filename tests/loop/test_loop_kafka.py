@@ -95,6 +95,10 @@ def test_job_and_demand_events_become_allocations_and_actuations(kafka_broker, t
     assert registry.get_sample_value("ebbtide_decisions_total", {"cluster": "c1", "policy": "fifo"}) >= 3
     for component in ("state", "forecaster", "optimizer", "actuator"):
         assert registry.get_sample_value("ebbtide_steps_total", {"component": component, "outcome": "ok"}) > 0
+        assert loop.heartbeats[component].beats > 0 and loop.heartbeats[component].check()[0], component
+    # fifo plans one step (15 min): the plan's horizon reaches hours_ahead 0 only.
+    planned = [s for f in registry.collect() if f.name == "ebbtide_plan_batch_gpus" for s in f.samples]
+    assert {s.labels["hours_ahead"] for s in planned} == {"0"}
 
 
 def test_optimizer_killed_mid_step_loses_no_allocation_and_nothing_is_applied_twice(

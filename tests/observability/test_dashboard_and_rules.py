@@ -111,6 +111,26 @@ def test_dashboard_shows_the_loop_at_a_glance() -> None:
     assert any(p["type"] == "alertlist" for p in panels)
 
 
+def test_the_next_24_hours_sit_beside_what_was_allocated() -> None:
+    """The plan's hours ahead, per pool, next to the allocated-capacity panels; queue wait by priority."""
+    panels = list(all_panels(dashboard()["panels"]))
+    titles = [p["title"] for p in panels]
+    plan = [p for p in panels if p["title"].startswith("Next 24 h")]
+    assert {promql_names.metric_names(t["expr"]).pop() for p in plan for t in p["targets"]} == {
+        "ebbtide_plan_service_gpus",
+        "ebbtide_plan_batch_gpus",
+    }
+    for panel in plan:
+        (target,) = panel["targets"]
+        assert "by (hours_ahead, pool)" in target["expr"] and target["instant"], panel["title"]
+        grouping = [t for t in panel["transformations"] if t["id"] == "groupingToMatrix"]
+        assert grouping[0]["options"]["rowField"] == "hours_ahead", panel["title"]
+    allocated = titles.index("Allocated GPUs by pool, and inference headroom lent to batch")
+    assert titles.index(plan[0]["title"]) - allocated == 2  # the row below it, the shortfall in between
+    waits = [p for p in panels if "queue wait" in p["title"]]
+    assert "ebbtide_job_queue_wait_seconds_bucket" in waits[0]["targets"][1]["expr"]
+
+
 def test_dashboard_structure_imports_cleanly() -> None:
     dash = dashboard()
     panels = list(all_panels(dash["panels"]))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from streams.health import HEALTH_PATH
 from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
 
 kubernetes_validate = pytest.importorskip(
@@ -168,8 +169,10 @@ def test_every_service_runs_with_kafka_metrics_and_probes(default_docs: list[dic
         assert env["EBBTIDE_KAFKA__BOOTSTRAP_SERVERS"] == env["EBBTIDE_KAFKA_BOOTSTRAP"] == "kafka:9092"
         assert env["EBBTIDE_METRICS_PORT"] == str(DEFAULT_METRICS_PORT)
         assert c["ports"] == [{"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"}]
-        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        for probe in ("startupProbe", "readinessProbe"):
             assert c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, (name, probe)
+        # liveness follows the loop's progress, not just the metrics thread
+        assert c["livenessProbe"]["httpGet"] == {"path": HEALTH_PATH, "port": "metrics"}, name
         assert c["resources"]["requests"]["cpu"] and c["resources"]["limits"]["memory"], name
         assert c["securityContext"]["readOnlyRootFilesystem"] is True
         assert workload["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True

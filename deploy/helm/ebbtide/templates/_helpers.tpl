@@ -142,7 +142,8 @@ spec:
         httpGet: {path: /metrics, port: metrics}
         {{- toYaml $v.probes.startup | nindent 8 }}
       livenessProbe:
-        httpGet: {path: /metrics, port: metrics}
+        # 200 only while the service's loop has stepped recently (EBBTIDE_HEALTH_STALE_AFTER_S)
+        httpGet: {path: /healthz, port: metrics}
         {{- toYaml $v.probes.liveness | nindent 8 }}
       readinessProbe:
         httpGet: {path: /metrics, port: metrics}
