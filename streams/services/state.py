@@ -79,6 +79,7 @@ class StateProcessor:
     triggers: list[str] = field(default_factory=list)
     _urgent: str | None = None
     _dirty: bool = False
+    _republish: bool = False
 
     @property
     def next_boundary(self) -> datetime | None:
@@ -127,6 +128,9 @@ class StateProcessor:
         due = self.next_boundary
         if due is None or boundary >= due:
             return self._publish(boundary, "step")
+        if self._republish and self.last_published is not None:
+            as_of = max(boundary, self.last_published.as_of)
+            return self._publish(as_of, "republish after a failed delivery")
         if self.replan_on_events:
             snapshot = self.fold.snapshot(now)
             reason = self._urgent or lost_capacity(self.last_published, snapshot)
@@ -143,7 +147,14 @@ class StateProcessor:
         del self.triggers[:-100]
         self.fold.forget_gone_jobs()
         self._dirty = False
+        self._republish = False
         return [(CLUSTER_STATE, state)]
+
+    def on_rewind(self) -> None:
+        """A snapshot since the last commit was not delivered: publish the fold again (the replayed
+        inputs change nothing in it), and commit nothing until then."""
+        self._republish = True
+        self._dirty = True
 
     def pending(self) -> bool:
         """Events folded but in no published snapshot yet: their offsets must not be committed."""
