@@ -164,14 +164,14 @@ class StateProcessor:
 def restore_fold(
     seed: ClusterState, restored: list[Event], max_history_steps: int
 ) -> tuple[ClusterFold, ClusterState | None]:
-    """Rebuild the fold from the latest snapshot of this cluster read back from the state topic."""
+    """Rebuild the fold from the latest snapshot of this cluster read back from the state topic.
+
+    Latest by offset (``restored`` is in offset order; a cluster's snapshots share its key and so
+    one partition), not by ``as_of``: a snapshot published last wins even where a clock stepped back.
+    """
     latest: ClusterState | None = None
     for event in restored:
-        if (
-            isinstance(event, ClusterState)
-            and event.cluster == seed.cluster
-            and (latest is None or event.as_of >= latest.as_of)
-        ):
+        if isinstance(event, ClusterState) and event.cluster == seed.cluster:
             latest = event
     if latest is None:
         return ClusterFold(seed=seed, max_history_steps=max_history_steps), None
