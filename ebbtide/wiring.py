@@ -231,4 +231,9 @@ def build_runtime(
         transactional=use_tx,
         transactional_id=f"{kafka.group_prefix}.{service}.{settings.cluster}" if use_tx else None,
         topic_prefix=kafka.topic_prefix,
+        # Above the longest a poll can wait on a decision (twice the budget and the forecast wait).
+        max_poll_interval_ms=max(
+            300_000,
+            int(2_000 * (settings.optimizer.decision_budget_s + settings.optimizer.forecast_wait_s)) + 60_000,
+        ),
     )

@@ -70,4 +70,3 @@ def round_relaxed(
         preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
     )
     return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds)
-

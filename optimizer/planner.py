@@ -8,10 +8,13 @@ The loop calls ``decide`` once a step; it runs the pipeline on the calling threa
 4. solve it with HiGHS, warm-started (optimizer/solve_highs.py; or the Pyomo model,
    optimizer/pyomo_model.py, with ``backend='pyomo'``);
 5. round step 0 and the later blocks to whole replicas and gangs (optimizer/extract.py);
-6. assemble the HorizonPlan and the Allocation with reasons (optimizer/plan_build.py);
+6. assemble the HorizonPlan and the Allocation with reasons (optimizer/plan_build.py), and check
+   it (optimizer/guard.py): a plan with a service under its min_replicas or a pool over-committed
+   is replaced by the fallback;
 7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py).
 
-Only step 0 is committed. On time-out, infeasibility or any error the planner publishes a flagged
+Only step 0 is committed. On time-out, infeasibility, any HiGHS status but Optimal (Empty and
+Unbounded included) or any error the planner publishes a flagged
 fallback (the last plan shifted by one step, else a greedy plan; optimizer/fallback.py) with the
 reason; nothing escapes ``decide``. No I/O, and ``now`` is an argument: the only clock is the
 decision's own time budget (``time_limit_s``), of which the solve gets what is left after the
@@ -40,6 +43,7 @@ from optimizer.calibration import BandCalibrator
 from optimizer.config import PlannerConfig
 from optimizer.extract import relaxed_shares, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
+from optimizer.guard import violations
 from optimizer.headroom import lend_headroom
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
@@ -52,6 +56,10 @@ MIN_SOLVE_SHARE = 0.25
 """The solve always gets at least this share of the decision's budget."""
 FIRST_POST_SOLVE_SHARE = 0.1
 """Before any decision was measured, the work after the solve is taken to need this share."""
+
+
+class UnsafePlan(ValueError):
+    """Even the fallback plan breaks a rule of optimizer/guard.py: the current state is kept."""
 
 
 class Planned(NamedTuple):
@@ -78,6 +86,7 @@ class PlannerPolicy:
         self._last_plan: HorizonPlan | None = None
         self._post_solve_s = FIRST_POST_SOLVE_SHARE * self.config.time_limit_s
         self._solve_end = 0.0
+        self._horizon_s = self.config.horizon_steps * self.config.step_s
         self.last_solver_ms = 0.0
 
     def session_stats(self) -> dict[str, int]:
@@ -103,16 +112,19 @@ class PlannerPolicy:
         try:
             if planned.rounded is None:
                 planned = self._fallback(state, now, planned, t0)
-            assert planned.inputs is not None and planned.rounded is not None
-            decision = assemble_decision(
-                planned.inputs,
-                planned.rounded,
-                plan_id=plan_id,
-                policy=self.name,
-                digest=digest,
-                solver=planned.solver,
-                objective=planned.objective,
-            )
+            decision = self._assemble(planned, plan_id, digest)
+            broken = violations(state, decision.allocation, now, self._horizon_s)
+            if broken and not planned.solver.fallback:
+                solver = planned.solver
+                reason = f"HiGHS status {solver.status}, but the plan breaks a rule: {'; '.join(broken)}"
+                failed = Planned(
+                    planned.inputs, None, _failed(solver.solver, solver.status, solver.time_ms, reason), {}
+                )
+                planned = self._fallback(state, now, failed, t0)
+                decision = self._assemble(planned, plan_id, digest)
+                broken = violations(state, decision.allocation, now, self._horizon_s)
+            if broken:
+                raise UnsafePlan("; ".join(broken))
             if not planned.solver.fallback:
                 self._last_plan = decision.plan
                 decision = self._lend(decision, state, corrected)
@@ -125,6 +137,18 @@ class PlannerPolicy:
             return keep_current_state(
                 state, now, self.config, plan_id=plan_id, policy=self.name, digest=digest, reason=reason
             )
+
+    def _assemble(self, planned: Planned, plan_id: str, digest: str) -> Decision:
+        assert planned.inputs is not None and planned.rounded is not None
+        return assemble_decision(
+            planned.inputs,
+            planned.rounded,
+            plan_id=plan_id,
+            policy=self.name,
+            digest=digest,
+            solver=planned.solver,
+            objective=planned.objective,
+        )
 
     def _solve_and_round(self, inputs: PlanInputs, t0: float) -> Planned:
         """Update the model, solve it and round the solution (stages 3 to 5)."""

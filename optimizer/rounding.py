@@ -197,7 +197,8 @@ def greedy_service_targets(
     inputs: PlanInputs, prefer: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Replicas that cover each block's demand at the SLO quantile on dedicated GPUs, placed in
-    the service's current pools first, then the allowed pool with most room."""
+    the service's current pools first, then the allowed pool with most room; every service's
+    min_replicas is placed before any demand above it."""
     n_svc, n_pools, n_blocks = inputs.n_services, inputs.n_pools, inputs.blocks.count
     replicas = np.zeros((n_svc, n_pools, n_blocks))
     demand = inputs.demand_blocks()
@@ -209,18 +210,22 @@ def greedy_service_targets(
         )
         room = np.maximum(room - held[:, None], 0.0)
     base = inputs.svc_replicas_now if prefer is None else prefer
-    for s in range(n_svc):
-        gpr = inputs.svc_gpr[s]
-        for b in range(n_blocks):
-            need = max(math.ceil(demand[s, b] / gpr - EPS), int(inputs.svc_min[s]))
-            need = min(need, int(inputs.svc_max[s]))
+    # Every service's minimum first, then the demand above it: an earlier service's demand
+    # never takes the GPUs a later service's min_replicas needs.
+    for first in (True, False):
+        for s in range(n_svc):
+            gpr = inputs.svc_gpr[s]
             pools = np.flatnonzero(inputs.svc_allowed[s])
-            pools = pools[np.lexsort((-room[pools, b], -base[s, pools]))]
-            for p in pools:
-                take = min(need, int(room[p, b] // gpr))
-                replicas[s, p, b] += take
-                room[p, b] -= take * gpr
-                need -= take
-                if need <= 0:
-                    break
+            for b in range(n_blocks):
+                need = max(math.ceil(demand[s, b] / gpr - EPS), int(inputs.svc_min[s]))
+                need = min(need, int(inputs.svc_max[s]), int(inputs.svc_min[s]) if first else need)
+                need -= int(replicas[s, :, b].sum())
+                order = pools[np.lexsort((-room[pools, b], -base[s, pools]))]
+                for p in order:
+                    if need <= 0:
+                        break
+                    take = min(need, int(room[p, b] // gpr))
+                    replicas[s, p, b] += take
+                    room[p, b] -= take * gpr
+                    need -= take
     return replicas, replicas * inputs.svc_gpr[:, None, None]

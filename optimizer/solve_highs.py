@@ -201,7 +201,12 @@ class HighsSession:
             highs.setOptionValue("simplex_dual_edge_weight_strategy", DEVEX)
             highs.setOptionValue("dual_simplex_cost_perturbation_multiplier", 0.0)
         entries = column_entries(structure.matrix, self._cols, self._row_at)
-        highs.passModel(_to_highs_lp(params, self._cols, self._rows, entries))
+        if (
+            highs.passModel(_to_highs_lp(params, self._cols, self._rows, entries))
+            == highspy.HighsStatus.kError
+        ):
+            # e.g. a row bound of 1e20 or more (HiGHS's infinity) below a row: HiGHS keeps an empty model
+            raise ValueError("HiGHS rejected the model (a bound it reads as infinite?)")
         return highs
 
     def _start_from_kept_basis(
@@ -341,6 +346,17 @@ class HighsSession:
             self._highs, self._key, self._params = None, None, None
             return SolveOutcome(False, "error", None, float("nan"), 0.0, False, f"HiGHS error: {exc!r}")
 
+    def _nothing_to_decide(self, structure: ModelStructure, params: Parameters, warm: bool) -> SolveOutcome:
+        """Every column is fixed at zero by its bounds: zero is the optimum where every held row
+        admits it (HiGHS would answer Empty, which counts as a failure otherwise)."""
+        rows = self._rows
+        if np.all(params.row_lower[rows] <= 1e-9) and np.all(params.row_upper[rows] >= -1e-9):
+            x = np.zeros(structure.n_cols)
+            return SolveOutcome(True, "Optimal", x, float(params.cost @ x), 0.0, warm, "no free column")
+        return SolveOutcome(
+            False, "Infeasible", None, float("nan"), 0.0, warm, "HiGHS: Infeasible (no free column)"
+        )
+
     def _run(
         self,
         highs: highspy.Highs,
@@ -350,16 +366,17 @@ class HighsSession:
         warm: bool,
     ) -> SolveOutcome:
         # HiGHS's clock runs across calls on one instance: the limit is relative to it
+        if self._cols.size == 0:
+            return self._nothing_to_decide(structure, params, warm)
         highs.setOptionValue("time_limit", float(highs.getRunTime()) + float(time_limit_s))
         t0 = time.perf_counter()
         highs.run()
         solver_ms = (time.perf_counter() - t0) * 1000.0
         status = highs.getModelStatus()
         name = highs.modelStatusToString(status)
-        if status == highspy.HighsModelStatus.kModelEmpty:
-            x = np.clip(np.zeros(structure.n_cols), params.col_lower, params.col_upper)
-            return SolveOutcome(True, name, x, float(params.cost @ x), solver_ms, warm)
         if status != highspy.HighsModelStatus.kOptimal:
+            # Anything but Optimal is a failure the planner falls back from (Empty included: an
+            # input HiGHS reads as infinite, e.g. a demand of 1e20, can leave it nothing to solve).
             limits = (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kIterationLimit)
             if status not in limits:
                 # infeasible or broken: start the next decision from a fresh model

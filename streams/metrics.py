@@ -267,6 +267,12 @@ class EbbtideMetrics:
                                   ["cluster", "backend", "action", "outcome"], registry=r)
         self.dead_letters = Counter("ebbtide_dead_letters", "Records sent to the dead-letter topic",
                                     ["source_topic", "consumer"], registry=r)
+        self.delivery_failures = Counter(
+            "ebbtide_delivery_failures",
+            "Outputs the broker did not acknowledge (their inputs are replayed)",
+            ["service"],
+            registry=r,
+        )
         self.consumer_lag = Gauge("ebbtide_consumer_lag_messages",
                                   "High watermark minus the consumer's position, per partition",
                                   ["consumer_group", "topic", "partition"], registry=r)
@@ -482,6 +488,11 @@ class EbbtideMetrics:
         """Create a consumer's dead-letter series at 0 at start-up, so rate() sees its first dead letter."""
         for topic in source_topics:
             self.dead_letters.labels(topic, consumer)
+        self.delivery_failures.labels(consumer)
+
+    def record_delivery_failure(self, service: str) -> None:
+        """An output the broker did not acknowledge: the service replays its uncommitted inputs."""
+        self.delivery_failures.labels(service).inc()
 
     def record_dead_letter(self, letter: DeadLetter) -> None:
         self.dead_letters.labels(letter.source_topic, letter.consumer).inc()

@@ -27,7 +27,9 @@ class Processor(Protocol):
     """A service. It may also define ``on_events(source, events) -> Iterable[Outgoing] | None``:
     a run of valid events of one topic at once (None: not handled, the runtime calls
     ``on_event`` for each). It must not raise for valid events, or be idempotent: on a
-    ValueError the run is handed again one event at a time (each failure dead-lettered)."""
+    ValueError the run is handed again one event at a time (each failure dead-lettered). It may
+    define ``on_rewind()`` too: an output since the last commit was not delivered and the
+    uncommitted inputs are about to be handed again, so it must answer them again."""
 
     name: str
     inputs: tuple[Topic, ...]

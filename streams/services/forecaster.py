@@ -69,6 +69,10 @@ class ForecasterProcessor:
         self.emitted += len(out)
         return out
 
+    def on_rewind(self) -> None:
+        """Forecasts since the last commit may not have been delivered: forecast the replayed states anew."""
+        self.latest.clear()
+
     def on_idle(self) -> Iterable[Outgoing]:
         return ()
 

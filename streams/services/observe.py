@@ -71,6 +71,9 @@ class ServiceMetrics:
         elif isinstance(event, DeadLetter):
             self.metrics.record_dead_letter(event)
 
+    def delivery_failed(self) -> None:
+        self.metrics.record_delivery_failure(self.component)
+
     def step(self, ok: bool) -> None:
         self.metrics.record_step(self.component, ok)
 

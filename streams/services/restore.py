@@ -39,7 +39,8 @@ def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float 
 def read_topic_to_end(
     bootstrap: str, source: Topic, idle_s: float = 1.0, max_s: float = 30.0, prefix: str = ""
 ) -> list[Event]:
-    """Every readable event of a topic, from the start (used to restore state at start-up).
+    """Every readable event of a topic, from the start (used to restore state at start-up), in
+    offset order within each partition.
 
     Reads at least up to each partition's high watermark as first reported, then until nothing
     arrives for ``idle_s`` (Tansu under-reports the high watermark, so the idle wait catches the
@@ -52,6 +53,8 @@ def read_topic_to_end(
             "group.id": f"restore-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
+            # From the first record still kept (retention may have deleted offset 0), never the end.
+            "auto.offset.reset": "earliest",
         }
     )
     try:
@@ -59,13 +62,15 @@ def read_topic_to_end(
         metadata = consumer.list_topics(name, timeout=10)
         partitions = metadata.topics[name].partitions if name in metadata.topics else {}
         wanted: dict[int, int] = {}
+        lows: dict[int, int] = {}
         for partition in partitions:
             low, high = _watermarks(consumer, TopicPartition(name, partition))
+            lows[partition] = low
             if high > low:
                 wanted[partition] = high
         if not wanted:
             return []  # every partition is empty (or answered nothing): nothing to restore
-        consumer.assign([TopicPartition(name, p, 0) for p in partitions])
+        consumer.assign([TopicPartition(name, p, lows[p]) for p in partitions])
         events: list[Event] = []
         deadline = time.monotonic() + max_s
         last_seen = time.monotonic()

@@ -12,9 +12,14 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    for one run are :func:`streams.services.dispatch.handle_run`, which the in-memory bus
    (:mod:`streams.memory_bus`) calls too;
 4. commit. Commit order: outputs are produced first, then input offsets are committed, so a crash
-   in between replays inputs (at-least-once) and never loses one. With ``transactional`` (Apache
-   Kafka) outputs and offsets commit atomically in one transaction. While the processor says
-   ``pending()`` (it holds an input it has not answered yet) no offset is committed.
+   in between replays inputs (at-least-once) and never loses one. Every output carries a delivery
+   callback: the input offsets are committed only once the broker acknowledged every output since
+   the last commit; a failed (or timed-out) delivery instead rewinds the consumer to the committed
+   offsets, tells the processor (its optional ``on_rewind``, so it answers the replay again) and
+   retries, counted in ``ebbtide_delivery_failures_total{service}``. With ``transactional`` (Apache
+   Kafka) outputs and offsets commit atomically in one transaction (a failed output makes the
+   commit abort; the same rewind follows). While the processor says ``pending()`` (it holds an
+   input it has not answered yet) no offset is committed.
 
 Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
 has one: the service's /healthz answers from it (streams.health).
@@ -69,6 +74,8 @@ class RuntimeStats:
     produced: int = 0
     commits: int = 0
     batches: int = 0
+    delivery_failures: int = 0
+    rewinds: int = 0
     last_error: str | None = None
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -89,6 +96,8 @@ class ServiceRuntime:
     transactional: bool = False
     transactional_id: str | None = None
     topic_prefix: str = ""
+    max_poll_interval_ms: int = 300_000
+    retry_backoff_s: float = 0.5
     on_batch: Callable[[RuntimeStats], None] | None = None
     observe: ServiceMetrics | None = None
     heartbeat: Heartbeat | None = None
@@ -107,6 +116,9 @@ class ServiceRuntime:
             self.observe.declare(self._decoders)
         self._uncommitted = False
         self._warm = False
+        # Delivery reports since the last commit, and the next offset to commit per input partition.
+        self._failed_deliveries = 0
+        self._to_commit: dict[tuple[str, int], int] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
         return kafka_config(
@@ -126,6 +138,8 @@ class ServiceRuntime:
                 "queued.min.messages": 200_000,
                 # A decision is one hop per service: do not let an idle fetch sit for 500 ms.
                 "fetch.wait.max.ms": 50,
+                # Above the decision budget: a long solve must not make the group evict the service.
+                "max.poll.interval.ms": self.max_poll_interval_ms,
             },
         )
 
@@ -170,10 +184,24 @@ class ServiceRuntime:
                 self.observe.output(event)
             key = getattr(event, "key", None)
             self._producer.produce(
-                self.topic_prefix + dest.name, value=encode(event), key=key.encode() if key else None
+                self.topic_prefix + dest.name,
+                value=encode(event),
+                key=key.encode() if key else None,
+                on_delivery=self._on_delivery,
             )
             self.stats.produced += 1
             self._producer.poll(0)
+
+    def _on_delivery(self, error: KafkaError | None, msg: Message) -> None:
+        """The broker's answer for one output; a failure holds back the commit (see :meth:`_commit`)."""
+        if error is None:
+            return
+        self._failed_deliveries += 1
+        self.stats.delivery_failures += 1
+        self.stats.last_error = str(error)
+        log.warning("%s: output to %s not delivered (%s)", self.processor.name, msg.topic(), error)
+        if self.observe is not None:
+            self.observe.delivery_failed()
 
     def _commit(self) -> None:
         """Commit outputs and input offsets; a broker that is away makes this retry, never crash.
@@ -183,6 +211,10 @@ class ServiceRuntime:
         abort aborts it and rewinds the consumer to the last committed offsets, so the inputs are
         processed again (the decisions are deterministic, so the replay produces the same plans).
         """
+        self._producer.poll(0)  # serve the delivery reports that came in
+        if not self.transactional and self._failed_deliveries:
+            self._rewind_after_failed_delivery()  # also while pending: the processor must answer again
+            return
         if self.processor.pending():
             return
         try:
@@ -211,12 +243,34 @@ class ServiceRuntime:
         if self._producer.flush(30):
             log.warning("%s: outputs not yet acknowledged; will retry", self.processor.name)
             return False
-        try:
-            self._consumer.commit(asynchronous=False)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._NO_OFFSET:
-                raise
+        if self._failed_deliveries:
+            self._rewind_after_failed_delivery()
+            return False
+        assignment = set(self._consumer.assignment())
+        offsets = [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in self._to_commit.items()
+            if TopicPartition(topic, partition) in assignment
+        ]
+        if offsets:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError._NO_OFFSET:
+                    raise
+        self._to_commit.clear()
         return True
+
+    def _rewind_after_failed_delivery(self) -> None:
+        """Some output since the last commit was not acknowledged: replay the uncommitted inputs."""
+        log.warning(
+            "%s: %d output(s) not delivered; replaying the uncommitted inputs",
+            self.processor.name,
+            self._failed_deliveries,
+        )
+        self._failed_deliveries = 0
+        self._rewind_to_committed()
+        time.sleep(self.retry_backoff_s)
 
     def _commit_transaction(self) -> bool:
         if not self._uncommitted and not self._in_transaction:
@@ -244,12 +298,25 @@ class ServiceRuntime:
             return
         self._in_transaction = False
         self._offsets_sent = False
+        self._failed_deliveries = 0
+        self._rewind_to_committed()
+
+    def _rewind_to_committed(self) -> None:
+        """Seek every assigned partition back to its committed offset; the processor hears of it."""
+        self.stats.rewinds += 1
+        self._to_commit.clear()
         assignment = self._consumer.assignment()
         for committed in self._consumer.committed(assignment, timeout=30):
-            if committed.offset >= 0:
+            if committed.offset < 0:
+                committed = TopicPartition(committed.topic, committed.partition, OFFSET_BEGINNING)
+            try:
                 self._consumer.seek(committed)
-            else:
-                self._consumer.seek(TopicPartition(committed.topic, committed.partition, OFFSET_BEGINNING))
+            except KafkaException as exc:  # not fetching yet: it starts from the committed offset anyway
+                name = self.processor.name
+                log.warning("%s: seek %s[%d]: %s", name, committed.topic, committed.partition, exc)
+        on_rewind = getattr(self.processor, "on_rewind", None)
+        if on_rewind is not None:
+            on_rewind()
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -264,6 +331,7 @@ class ServiceRuntime:
                 if decoder is not None:
                     self._handle(decoder, list(run))
             self._note_positions()
+            self._note_next_offsets(messages)
             self.stats.consumed += len(messages)
             self._uncommitted = True
         self._produce(self.processor.on_idle())
@@ -299,6 +367,11 @@ class ServiceRuntime:
         handled = handle_run(self.processor, decoder, batch, on_inputs)
         self._produce(handled.outputs)
         self.stats.dead_lettered += handled.dead_lettered
+
+    def _note_next_offsets(self, messages: list[Message]) -> None:
+        """What to commit once the outputs are acknowledged: the offset after each partition's last record."""
+        nxt = self._to_commit
+        nxt.update({(m.topic() or "", m.partition() or 0): (m.offset() or 0) + 1 for m in messages})
 
     def _note_positions(self) -> None:
         """Read up to here, per partition (the demo and the benchmarks wait on it).

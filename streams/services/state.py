@@ -89,6 +89,7 @@ class StateProcessor:
     on_first_starts: Callable[[str, Sequence[JobState]], None] | None = None
     _urgent: str | None = None
     _dirty: bool = False
+    _republish: bool = False
 
     @property
     def next_boundary(self) -> datetime | None:
@@ -137,6 +138,9 @@ class StateProcessor:
         due = self.next_boundary
         if due is None or boundary >= due:
             return self._publish(boundary, "step")
+        if self._republish and self.last_published is not None:
+            as_of = max(boundary, self.last_published.as_of)
+            return self._publish(as_of, "republish after a failed delivery")
         if self.replan_on_events:
             snapshot = self.fold.snapshot(now)
             reason = self._urgent or lost_capacity(self.last_published, snapshot)
@@ -156,7 +160,14 @@ class StateProcessor:
         del self.triggers[:-100]
         self.fold.forget_gone_jobs()
         self._dirty = False
+        self._republish = False
         return [(CLUSTER_STATE, state)]
+
+    def on_rewind(self) -> None:
+        """A snapshot since the last commit was not delivered: publish the fold again (the replayed
+        inputs change nothing in it), and commit nothing until then."""
+        self._republish = True
+        self._dirty = True
 
     def pending(self) -> bool:
         """Events folded but in no published snapshot yet: their offsets must not be committed."""
@@ -166,14 +177,14 @@ class StateProcessor:
 def restore_fold(
     seed: ClusterState, restored: list[Event], max_history_steps: int
 ) -> tuple[ClusterFold, ClusterState | None]:
-    """Rebuild the fold from the latest snapshot of this cluster read back from the state topic."""
+    """Rebuild the fold from the latest snapshot of this cluster read back from the state topic.
+
+    Latest by offset (``restored`` is in offset order; a cluster's snapshots share its key and so
+    one partition), not by ``as_of``: a snapshot published last wins even where a clock stepped back.
+    """
     latest: ClusterState | None = None
     for event in restored:
-        if (
-            isinstance(event, ClusterState)
-            and event.cluster == seed.cluster
-            and (latest is None or event.as_of >= latest.as_of)
-        ):
+        if isinstance(event, ClusterState) and event.cluster == seed.cluster:
             latest = event
     if latest is None:
         return ClusterFold(seed=seed, max_history_steps=max_history_steps), None

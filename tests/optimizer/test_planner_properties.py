@@ -13,6 +13,7 @@ from optimizer_cases import NOW, forecast, three_pool_cluster
 from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
+from optimizer.guard import violations
 from optimizer.planner import PlannerPolicy
 from schemas import (
     Allocation,
@@ -191,3 +192,26 @@ def test_published_plan_and_allocation_validate_and_agree_on_step_zero() -> None
         ]
         cluster = cluster.model_copy(update={"jobs": jobs})
     assert math.isfinite(sum(decision.plan.objective.values()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.sampled_from([1e20, 1e12, 1e6, math.inf]), st.integers(0, 15))
+def test_no_plan_breaks_min_replicas_or_pool_capacity_even_on_absurd_demand(
+    case: tuple[ClusterState, dict], huge: float, at: int
+) -> None:
+    """One absurd forecast value (HiGHS reads 1e20 as infinite) or none: every published plan
+    keeps each service at its min_replicas where the pools allow it and no pool over-committed
+    (optimizer/guard.py), and a plan that is not HiGHS's optimum is flagged with the status."""
+    state, forecasts = case
+    if math.isfinite(huge):
+        for name, fc in list(forecasts.items()):
+            quantiles = {
+                q: [huge if t == at else v for t, v in enumerate(vs)] for q, vs in fc.quantiles.items()
+            }
+            forecasts[name] = fc.model_copy(update={"quantiles": quantiles})
+    decision = PlannerPolicy(config=SMALL).decide(state, forecasts, NOW)
+    check_plan(state, decision, SMALL.horizon_steps, SMALL.step_s)
+    assert violations(state, decision.allocation, NOW) == []
+    if decision.plan.solver.status != "Optimal":
+        assert decision.allocation.fallback
+        assert decision.plan.solver.status in (decision.allocation.fallback_reason or "")
