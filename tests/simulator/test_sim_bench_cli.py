@@ -34,6 +34,8 @@ KEYS = {
     "preemptions",
     "lost_gpu_hours",
     "deadline_misses",
+    "weighted_completions",
+    "jct_p95_hours",
     "decision_ms_p50",
     "decision_ms_p99",
 }
