@@ -49,6 +49,8 @@ class RunMetrics:
     jct_hours_by_class: dict[str, float] = field(default_factory=dict)
     jct_p50_hours_by_class: dict[str, float] = field(default_factory=dict)
     jct_p95_hours_by_class: dict[str, float] = field(default_factory=dict)
+    pwt_to_bound: float | None = None
+    """PWT / the bound's PWT at this run's SLO shortfall (simulator/bound.py); None: not computed."""
     restart_gpu_hours: float = 0.0
     failure_lost_gpu_hours: float = 0.0
     failure_stops: int = 0
@@ -71,6 +73,7 @@ class RunMetrics:
             "jct_p95_hours",
             "decision_ms_p50",
             "decision_ms_p99",
+            "pwt_to_bound",
         )
         return {k: getattr(self, k) for k in keys}
 

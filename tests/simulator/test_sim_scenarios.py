@@ -91,4 +91,4 @@ def test_registry_has_baselines_and_the_planner_when_present() -> None:
     names = list(available_policies())
     assert names[:3] == ["fifo", "priority-backfill", "reactive"]
     has_planner = importlib.util.find_spec("optimizer.planner") is not None
-    assert ("ebbtide" in names and "oracle" in names) == has_planner
+    assert ("ebbtide" in names and "ebbtide-true-demand" in names) == has_planner
