@@ -109,9 +109,11 @@ def step_sums(sim: Simulator) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     ticks = sim.step_s // sim.tick_s
     times = [t * sim.tick_s for t in range(sim.steps * ticks)]
     dt_h = sim.tick_s / HOUR_S
-    capacity = np.array(
-        [[pool.gpus_up(t) * dt_h for t in times] for pool in sim.pools.values()], dtype=float
-    ).reshape(len(sim.pools), sim.steps, ticks).sum(axis=2)
+    capacity = (
+        np.array([[pool.gpus_up(t) * dt_h for t in times] for pool in sim.pools.values()], dtype=float)
+        .reshape(len(sim.pools), sim.steps, ticks)
+        .sum(axis=2)
+    )
     demand = {
         v: np.array([sim.demand_at(v, t) * dt_h for t in times]).reshape(sim.steps, ticks).sum(axis=1)
         for v in sim.specs

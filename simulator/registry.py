@@ -1,8 +1,9 @@
 """Which policies the benchmark runs: name -> factory of (Policy, ForecastSource) for one run.
 
-The baselines, then the planner three ways: ``ebbtide`` (forecasts from the forecaster's
-ForecastBank, refit on its cadence), ``ebbtide-naive`` (the same planner on seasonal-naive
-forecasts, to show what the forecaster adds) and ``ebbtide-true-demand`` (the same heuristic
+The baselines (fifo, priority-backfill, reactive, kueue-hpa: HPA for inference and Kueue's
+queues, quotas and preemption for batch), then the planner three ways: ``ebbtide`` (forecasts
+from the forecaster's ForecastBank, refit on its cadence), ``ebbtide-naive`` (the same planner
+on seasonal-naive forecasts, to show what the forecaster adds) and ``ebbtide-true-demand`` (the same heuristic
 planner fed the true future demand). That last one is NOT an upper bound: it is still a rolling
 one-day planner with rounding, estimates in place of true job durations and no knowledge of
 future arrivals, and other policies can beat it. The ceiling is ``bound`` (simulator/bound.py), an
@@ -21,6 +22,7 @@ from optimizer.planner import PlannerPolicy
 from simulator.cluster import Simulator
 from simulator.forecast_sources import NoForecastSource, OracleSource
 from simulator.policies.fifo import FifoPolicy
+from simulator.policies.kueue_hpa import KueueHpaPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy
 
@@ -39,6 +41,7 @@ def baseline_factories() -> dict[str, PolicyFactory]:
         "fifo": lambda sim: (FifoPolicy(), NoForecastSource()),
         "priority-backfill": lambda sim: (PriorityBackfillPolicy(), NoForecastSource()),
         "reactive": lambda sim: (ReactivePolicy(), NoForecastSource()),
+        "kueue-hpa": lambda sim: (KueueHpaPolicy(), NoForecastSource()),
     }
 
 

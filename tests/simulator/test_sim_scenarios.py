@@ -89,6 +89,6 @@ def test_unreadable_yaml_names_the_file(tmp_path: Path) -> None:
 
 def test_registry_has_baselines_and_the_planner_when_present() -> None:
     names = list(available_policies())
-    assert names[:3] == ["fifo", "priority-backfill", "reactive"]
+    assert names[:4] == ["fifo", "priority-backfill", "reactive", "kueue-hpa"]
     has_planner = importlib.util.find_spec("optimizer.planner") is not None
     assert ("ebbtide" in names and "ebbtide-true-demand" in names) == has_planner
