@@ -94,14 +94,23 @@ def describe_step(view: Any) -> str:
     return line
 
 
+def _baselines(scenario: Any) -> tuple[Any, str, Any]:
+    """fifo's figures, and the name and figures of the other baseline with the most PWT."""
+    from simulator.registry import baseline_factories
+    from simulator.runner import run_scenario
+
+    runs = {name: run_scenario(scenario, name, factory)[0] for name, factory in baseline_factories().items()}
+    fifo = runs.pop("fifo")
+    strongest = max(runs, key=lambda name: runs[name].pwt)
+    return fifo, strongest, runs[strongest]
+
+
 def run_demo(
     steps: int, settings: Settings, out_dir: Path, console: Console, bootstrap: str | None = None
 ) -> DemoResult:
     from ebbtide.demo_wiring import demo_services
     from simulator.cluster import Simulator
     from simulator.metrics import compute_metrics
-    from simulator.registry import baseline_factories
-    from simulator.runner import run_scenario
     from streams.services.demo_driver import run_demo_loop
 
     logging.getLogger("streams").setLevel(logging.ERROR)
@@ -113,11 +122,7 @@ def run_demo(
         f"{steps} steps of {scenario.step_s // 60} min, policy [cyan]{policy_name}[/]"
     )
     with console.status("the baselines on the same simulated cluster (reference)..."):
-        baselines = {
-            name: run_scenario(scenario, name, factory)[0] for name, factory in baseline_factories().items()
-        }
-    fifo_metrics = baselines.pop("fifo")
-    strongest = max(baselines, key=lambda name: baselines[name].pwt)
+        fifo_metrics, strongest, strongest_metrics = _baselines(scenario)
     with _broker(bootstrap, out_dir, console) as servers:
         prefix = settings.kafka.topic_prefix or (f"demo-{uuid.uuid4().hex[:6]}." if bootstrap else "")
         kafka = settings.kafka.model_copy(
@@ -158,7 +163,7 @@ def run_demo(
         policy.name,
         run.dead_letters,
         run.service_stats,
-        baselines[strongest],
+        strongest_metrics,
         f"{strongest} (strongest baseline)",
     )
 

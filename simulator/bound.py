@@ -211,6 +211,9 @@ def _highs(lp: WindowLp) -> highspy.Highs:
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = n_col, n_row
     highs = highspy._Highs()  # type: ignore[attr-defined]
     highs.setOptionValue("output_flag", False)
+    # one thread, as the planner's (optimizer/solve_highs.py): HiGHS's thread pool is global to the
+    # process, and a later instance asking for another count than the first one's fails to run
+    highs.setOptionValue("threads", 1)
     highs.passModel(model)
     return highs
 
