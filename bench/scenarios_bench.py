@@ -1,9 +1,13 @@
-"""The seven-scenario benchmark (plus the trace replay): every policy on every scenario, one run.
+"""The seven-scenario benchmark (plus the trace replay): every policy on every scenario, and the bound.
 
-Same scenario, same seed, a fresh simulator per policy. Simulation figures are deterministic;
+Same scenario, same seed, a fresh simulator per policy; per scenario and seed the offline LP
+relaxation (simulator/bound.py) gives the ceiling, and every policy's ``pwt_to_bound`` is its PWT
+over the bound's PWT at that policy's own SLO shortfall. Simulation figures are deterministic;
 decision latencies are medians over ``repeat`` runs, and a repeat that changes any simulated
-figure is an error (it would mean hidden state or nondeterminism). Prints a rich table with each
-policy's change against fifo, writes JSON and a PNG (bench/plot_bench.py), reports peak memory.
+figure is an error (it would mean hidden state or nondeterminism). With several seeds the table
+and the JSON figures are medians over seeds, and the JSON adds each figure's minimum. Prints a
+rich table with each policy's change against fifo, writes JSON and a PNG (bench/plot_bench.py),
+reports peak memory.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.provenance import git_commit, package_versions
+from simulator.bound import Bound, WindowBound
+from simulator.cluster import Simulator
 from simulator.metrics import RunMetrics
 from simulator.registry import PolicyFactory
 from simulator.runner import run_scenario
 from simulator.scenario import Scenario
 
 REFERENCE = "fifo"
+BOUND = "bound"
 _DETERMINISTIC = ("utilization", "pwt", "slo_shortfall", "preemptions", "lost_gpu_hours", "deadline_misses")
 
 
@@ -33,6 +41,13 @@ class BenchResult:
     quick: bool
     seed: int | None
     results: dict[str, dict[str, RunMetrics]] = field(default_factory=dict)
+    """scenario -> policy -> figures (medians over seeds when there are several)."""
+    bounds: dict[str, Bound] = field(default_factory=dict)
+    """scenario -> the LP bound (medians over seeds)."""
+    runs: dict[str, list[dict[str, RunMetrics]]] = field(default_factory=dict)
+    """scenario -> one entry per seed: policy -> figures."""
+    bound_runs: dict[str, list[Bound]] = field(default_factory=dict)
+    seeds: dict[str, list[int]] = field(default_factory=dict)
     wall_s: float = 0.0
     peak_rss_mib: float = 0.0
     failures: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -40,14 +55,42 @@ class BenchResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "seeds": self.seeds,
             "failures": self.failures,
-            "scenarios": {s: {p: m.headline() for p, m in by.items()} for s, by in self.results.items()},
+            "scenarios": {s: self._scenario_json(s) for s in self.results},
             "details": {s: {p: m.details() for p, m in by.items()} for s, by in self.results.items()},
             "quick": self.quick,
             "seed": self.seed,
             "wall_s": self.wall_s,
             "peak_rss_mib": self.peak_rss_mib,
         }
+
+    def _scenario_json(self, scenario: str) -> dict[str, dict[str, Any]]:
+        cells: dict[str, dict[str, Any]] = {}
+        many = len(self.runs.get(scenario, [])) > 1
+        for policy, m in self.results[scenario].items():
+            cells[policy] = dict(m.headline())
+            if many:
+                per_seed = [run[policy].headline() for run in self.runs[scenario]]
+                cells[policy]["min"] = {k: _min(v[k] for v in per_seed) for k in per_seed[0]}
+        if scenario in self.bounds:
+            cells[BOUND] = self.bounds[scenario].figures()
+            if many:
+                figs = [b.figures() for b in self.bound_runs[scenario]]
+                cells[BOUND]["min"] = {k: min(f[k] for f in figs) for k in figs[0]}
+        return cells
+
+
+def _min(values: Any) -> Any:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def _median(values: Sequence[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def peak_rss_mib() -> float:
@@ -71,6 +114,73 @@ def _median_run(
     )
 
 
+def scenario_seeds(scenario: Scenario, seed: int | None, n_seeds: int) -> list[int]:
+    """The seeds a scenario runs with: ``seed`` (else the scenario's own) and the next ones."""
+    base = scenario.seed if seed is None else seed
+    return [base + i for i in range(n_seeds)]
+
+
+def aggregate(runs: Sequence[Mapping[str, RunMetrics]]) -> dict[str, RunMetrics]:
+    """Per policy present in every seed: the first seed's record with headline figures as medians."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    common = [p for p in runs[0] if all(p in r for r in runs)]
+    out = {}
+    for policy in common:
+        first = runs[0][policy]
+        medians = {k: _median([r[policy].headline()[k] for r in runs]) for k in first.headline()}
+        out[policy] = replace(first, **medians)
+    return out
+
+
+def aggregate_bounds(bounds: Sequence[Bound]) -> Bound:
+    figs = [b.figures() for b in bounds]
+    med = {k: statistics.median(f[k] for f in figs) for k in figs[0]}
+    return Bound(
+        pwt=med["pwt"],
+        pwt_any=med["pwt_any"],
+        utilization=med["utilization"],
+        demand_gpu_h=med["demand_gpu_hours"],
+        capacity_gpu_h=med["capacity_gpu_hours"],
+    )
+
+
+@dataclass
+class _Cell:
+    """One scenario x seed: what each policy did and the bound."""
+
+    by_policy: dict[str, RunMetrics]
+    bound: Bound | None
+
+
+def _run_cell(
+    scenario: Scenario,
+    policies: Mapping[str, PolicyFactory],
+    quick: bool,
+    seed: int,
+    repeat: int,
+    failures: dict[str, str],
+    advance: Any,
+) -> _Cell:
+    by_policy: dict[str, RunMetrics] = {}
+    for name, factory in policies.items():
+        advance(f"{scenario.name} / {name} / seed {seed}")
+        try:
+            by_policy[name] = _median_run(scenario, name, factory, quick, seed, repeat)
+        except Exception as exc:  # a broken policy must not hide the others' figures
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    advance(f"{scenario.name} / {BOUND} / seed {seed}")
+    try:
+        window = WindowBound(Simulator(scenario, quick=quick, seed=seed))
+        for name, m in by_policy.items():
+            ceiling = window.pwt_at(m.slo_shortfall)
+            by_policy[name] = replace(m, pwt_to_bound=m.pwt / ceiling if ceiling > 0 else None)
+        return _Cell(by_policy, window.summary())
+    except Exception as exc:  # the bound failing must not hide the policies' figures
+        failures[BOUND] = f"{type(exc).__name__}: {exc}"
+        return _Cell(by_policy, None)
+
+
 def run_bench(
     scenarios: Sequence[Scenario],
     policies: Mapping[str, PolicyFactory],
@@ -78,30 +188,37 @@ def run_bench(
     quick: bool,
     seed: int | None = None,
     repeat: int = 1,
+    n_seeds: int = 1,
     console: Console | None = None,
 ) -> BenchResult:
     result = BenchResult(quick=quick, seed=seed)
     t0 = time.perf_counter()
-    total = len(scenarios) * len(policies)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    total = len(scenarios) * (len(policies) + 1) * n_seeds
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("bench", total=total)
-        for scenario in scenarios:
-            by_policy: dict[str, RunMetrics] = {}
-            for name, factory in policies.items():
-                progress.update(task, description=f"{scenario.name} / {name}")
-                try:
-                    by_policy[name] = _median_run(scenario, name, factory, quick, seed, repeat)
-                except Exception as exc:  # a broken policy must not hide the others' figures
-                    result.failures.setdefault(scenario.name, {})[name] = f"{type(exc).__name__}: {exc}"
+        started = [False]
+
+        def advance(description: str) -> None:
+            if started[0]:
                 progress.advance(task)
-            result.results[scenario.name] = by_policy
+            started[0] = True
+            progress.update(task, description=description)
+
+        for scenario in scenarios:
+            seeds = scenario_seeds(scenario, seed, n_seeds)
+            failures: dict[str, str] = {}
+            cells = [_run_cell(scenario, policies, quick, s, repeat, failures, advance) for s in seeds]
+            if failures:
+                result.failures[scenario.name] = failures
+            result.seeds[scenario.name] = seeds
+            result.runs[scenario.name] = [c.by_policy for c in cells]
+            result.results[scenario.name] = aggregate(result.runs[scenario.name])
+            bounds = [c.bound for c in cells if c.bound is not None]
+            if len(bounds) == len(cells):
+                result.bound_runs[scenario.name] = bounds
+                result.bounds[scenario.name] = aggregate_bounds(bounds)
+        progress.advance(task)
     result.wall_s = time.perf_counter() - t0
     result.peak_rss_mib = peak_rss_mib()
     return result
@@ -119,44 +236,67 @@ def _delta(value: float, ref: float | None, *, relative: bool, points: bool = Fa
     return f" ({value - ref:+g})"
 
 
+COLUMNS = (
+    "scenario",
+    "policy",
+    "util",
+    "PWT",
+    "PWT/bound",
+    "wtd done",
+    "SLO short",
+    "preempt",
+    "lost GPU-h",
+    "DL miss",
+    "JCT p95 h",
+    "dec ms p50/p99",
+)
+
+
+def _row(m: RunMetrics, ref: RunMetrics | None) -> list[str]:
+    util_d = _delta(m.utilization, ref.utilization if ref else None, relative=False, points=True)
+    pwt_d = _delta(m.pwt, ref.pwt if ref else None, relative=True)
+    slo_d = _delta(m.slo_shortfall, ref.slo_shortfall if ref else None, relative=False, points=True)
+    dl_d = _delta(m.deadline_misses, ref.deadline_misses if ref else None, relative=False)
+    return [
+        f"{m.utilization:.3f}{util_d}",
+        f"{m.pwt:.0f}{pwt_d}",
+        "-" if m.pwt_to_bound is None else f"{m.pwt_to_bound:.3f}",
+        f"{m.weighted_completions:.0f}",
+        f"{m.slo_shortfall * 100:.2f}%{slo_d}",
+        f"{m.preemptions:g}",
+        f"{m.lost_gpu_hours:.1f}",
+        f"{m.deadline_misses:g}{dl_d}",
+        f"{m.jct_p95_hours:.1f}",
+        f"{m.decision_ms_p50:.1f}/{m.decision_ms_p99:.1f}",
+    ]
+
+
+def _bound_row(bound: Bound) -> list[str]:
+    pwt = f"{bound.pwt:.0f} (any {bound.pwt_any:.0f})"
+    return [f"{bound.utilization:.3f}", pwt, "1.000", "", "0.00%", "", "", "", "", ""]
+
+
 def render_table(result: BenchResult) -> Table:
-    title = "ebbtide bench" + (" --quick" if result.quick else "") + ": change against fifo in brackets"
-    table = Table(title=title, show_lines=False)
-    columns = (
-        "scenario",
-        "policy",
-        "util",
-        "PWT",
-        "SLO short",
-        "preempt",
-        "lost GPU-h",
-        "DL miss",
-        "dec ms p50/p99",
+    seeds = {len(v) for v in result.seeds.values()}
+    of_seeds = f", medians of {max(seeds)} seeds" if seeds and max(seeds) > 1 else ""
+    quick = " --quick" if result.quick else ""
+    title = f"ebbtide bench{quick}: change against fifo in brackets{of_seeds}"
+    caption = (
+        "PWT: weight x GPU-hours kept at the window end (finished or checkpointed); PWT/bound: over the "
+        "LP bound's PWT at the policy's own SLO shortfall (bound row: inference served in full; any: "
+        "none served); wtd done: weighted completions; JCT p95 over finished jobs"
     )
-    for col in columns:
+    table = Table(title=title, caption=caption, show_lines=False)
+    for col in COLUMNS:
         table.add_column(col, justify="left" if col in ("scenario", "policy") else "right")
     for scenario, by_policy in result.results.items():
         ref = by_policy.get(REFERENCE)
         for i, (policy, m) in enumerate(by_policy.items()):
-            if ref is not None and policy != REFERENCE:
-                util_d = _delta(m.utilization, ref.utilization, relative=False, points=True)
-                pwt_d = _delta(m.pwt, ref.pwt, relative=True)
-                slo_d = _delta(m.slo_shortfall, ref.slo_shortfall, relative=False, points=True)
-                dl_d = _delta(m.deadline_misses, ref.deadline_misses, relative=False)
-            else:
-                util_d = pwt_d = slo_d = dl_d = ""
-            table.add_row(
-                scenario if i == 0 else "",
-                policy,
-                f"{m.utilization:.3f}{util_d}",
-                f"{m.pwt:.0f}{pwt_d}",
-                f"{m.slo_shortfall * 100:.2f}%{slo_d}",
-                f"{m.preemptions}",
-                f"{m.lost_gpu_hours:.1f}",
-                f"{m.deadline_misses}{dl_d}",
-                f"{m.decision_ms_p50:.1f}/{m.decision_ms_p99:.1f}",
-            )
+            cells = _row(m, ref if policy != REFERENCE else None)
+            table.add_row(scenario if i == 0 else "", policy, *cells)
+        if scenario in result.bounds:
+            table.add_row("", BOUND, *_bound_row(result.bounds[scenario]))
         for policy in result.failures.get(scenario, {}):
-            table.add_row("", policy, "FAILED", "(error below)", "", "", "", "", "")
+            table.add_row("", policy, "FAILED", "(error below)", *[""] * (len(COLUMNS) - 4))
         table.add_section()
     return table

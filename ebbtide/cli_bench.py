@@ -27,10 +27,13 @@ def bench(
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Policy name (repeatable).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Override every scenario's seed.")] = None,
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per cell; latency medians.")] = 1,
+    seeds: Annotated[
+        int, typer.Option("--seeds", min=1, help="Seeds per scenario (from --seed or its own): min, median.")
+    ] = 1,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the PNG goes.")] = Path("bench-out"),
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the figures as JSON here.")] = None,
 ) -> None:
-    """Run the benchmark: policies x scenarios, same seeds; print a table against fifo."""
+    """Run the benchmark: policies x scenarios, same seeds, and the LP bound; print a table against fifo."""
     from rich.console import Console
 
     from bench.plot_bench import write_png
@@ -65,8 +68,10 @@ def bench(
             f"unknown policy {', '.join(missing)}; available: {', '.join(registry)}", param_hint="--policy"
         )
     chosen = {p: registry[p] for p in (policy or registry)}
-    result = run_bench(scenarios, chosen, quick=quick, seed=seed, repeat=repeat, console=console)
-    out = Console(width=None if Console().is_terminal else 150)
+    result = run_bench(
+        scenarios, chosen, quick=quick, seed=seed, repeat=repeat, n_seeds=seeds, console=console
+    )
+    out = Console(width=None if Console().is_terminal else 190)
     out.print(render_table(result))
     png = write_png(result, out_dir)
     out.print(

@@ -59,8 +59,8 @@ def run(
 
 def demo(
     steps: Annotated[
-        int, typer.Option("--steps", min=1, max=2000, help="simulated steps (15 min each)")
-    ] = 20,
+        int, typer.Option("--steps", min=1, max=2000, help="simulated steps (15 min each); default a day")
+    ] = 96,
     config: ConfigOption = None,
     out: Annotated[Path, typer.Option("--out", help="folder for the PNGs")] = Path("out/demo"),
     bootstrap: Annotated[

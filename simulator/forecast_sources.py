@@ -1,8 +1,9 @@
 """ForecastSources only the simulated loop can use: none (the baselines) and the oracle.
 
 A policy sees the future only through these. ``OracleSource`` is the only one that reads the
-simulator's true demand (every quantile equals the truth): it gives the oracle policy its upper
-bound. ``ModelSource`` (any function with seasonal_naive's signature) and ``SeasonalNaiveSource`` come
+simulator's true demand (every quantile equals the truth): it feeds ``ebbtide-true-demand``, the
+planner with perfect demand forecasts (not an upper bound; that is simulator/bound.py).
+``ModelSource`` (any function with seasonal_naive's signature) and ``SeasonalNaiveSource`` come
 from forecaster.source, as does the forecaster's own stateful source (BankForecastSource).
 """
 

@@ -2,8 +2,12 @@
 
 utilization = useful GPU-time / available GPU-time (GPUs up); useful = inference demand served
 plus batch progress kept (work lost on a stop is subtracted once; restart overhead, loading
-replicas and interference losses are not useful). PWT = sum over jobs of priority weight x
-GPU-hours of kept progress made inside the window (the same rule for every policy). SLO
+replicas and interference losses are not useful; the progress of a job still running at the window
+end since its last checkpoint is not kept either). PWT = sum over jobs of priority weight x
+GPU-hours of work KEPT at the window end: a finished job's work, or what an unfinished job has
+checkpointed (a running job's un-checkpointed progress does not count: a policy cannot gain by
+starting work it never secures). Weighted completions = sum of the priority weights of finished
+jobs; JCT (arrival to finish, hours) p50 and p95 by priority class and p95 over all. SLO
 shortfall = demanded GPU-minutes not covered / demanded GPU-minutes. Preemptions count stops by
 the policy, by planned maintenance and by bursts (all avoidable); failures are reported apart. Lost
 GPU-hours = work since the last checkpoint dropped at every stop (jobs.LiveJob.stop, recorded once
@@ -21,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from simulator.cluster import Simulator
+from simulator.jobs import LiveJob
 
 HOUR_S = 3600.0
 
@@ -39,7 +44,13 @@ class RunMetrics:
     decision_ms_p99: float
     jobs_completed: int
     jobs_arrived: int
+    weighted_completions: float = 0.0
+    jct_p95_hours: float = 0.0
     jct_hours_by_class: dict[str, float] = field(default_factory=dict)
+    jct_p50_hours_by_class: dict[str, float] = field(default_factory=dict)
+    jct_p95_hours_by_class: dict[str, float] = field(default_factory=dict)
+    pwt_to_bound: float | None = None
+    """PWT / the bound's PWT at this run's SLO shortfall (simulator/bound.py); None: not computed."""
     restart_gpu_hours: float = 0.0
     failure_lost_gpu_hours: float = 0.0
     failure_stops: int = 0
@@ -58,8 +69,11 @@ class RunMetrics:
             "preemptions",
             "lost_gpu_hours",
             "deadline_misses",
+            "weighted_completions",
+            "jct_p95_hours",
             "decision_ms_p50",
             "decision_ms_p99",
+            "pwt_to_bound",
         )
         return {k: getattr(self, k) for k in keys}
 
@@ -67,27 +81,58 @@ class RunMetrics:
         return asdict(self)
 
 
-def compute_metrics(
-    sim: Simulator, policy: str, decision_ms: Sequence[float], wall_s: float = 0.0
-) -> RunMetrics:
-    ledger = sim.ledger
+def kept_gpu_s(job: LiveJob) -> float:
+    """Work a job keeps at the window end: all of it when finished, else what is checkpointed."""
+    if job.finished_at_s is not None:
+        return max(job.done_gpu_s, 0.0)
+    return max(job.done_gpu_s - job.since_checkpoint_gpu_s, 0.0)
+
+
+def at_risk_gpu_s(sim: Simulator) -> float:
+    """Progress of unfinished jobs since their last checkpoint: not kept at the window end."""
+    return sum(max(j.since_checkpoint_gpu_s, 0.0) for j in sim.jobs.values() if j.finished_at_s is None)
+
+
+def weighted_pwt(sim: Simulator) -> float:
+    """PWT in weighted GPU-hours: priority weight x kept work, over every job of the window."""
     live = list(sim.jobs.values()) + list(sim.finished.values())
-    pwt = sum(j.spec.priority_weight * max(j.done_gpu_s, 0.0) for j in live) / HOUR_S
-    jct: dict[str, list[float]] = defaultdict(list)
+    return sum(j.spec.priority_weight * kept_gpu_s(j) for j in live) / HOUR_S
+
+
+def deadline_misses(sim: Simulator) -> int:
+    """Jobs with a deadline that finished after it, or did not finish and it fell in the window."""
     misses = 0
-    deadline_of = {}
     for job in sim.arrivals:
-        if job.spec.deadline is not None:
-            deadline_of[job.spec.job_id] = (job.spec.deadline - sim.scenario.start).total_seconds()
-    for done_job in sim.finished.values():
-        assert done_job.finished_at_s is not None
-        jct[done_job.spec.priority_class].append((done_job.finished_at_s - done_job.sim.arrival_s) / HOUR_S)
-    for job_id, deadline_s in deadline_of.items():
-        done = sim.finished.get(job_id)
+        if job.spec.deadline is None:
+            continue
+        deadline_s = (job.spec.deadline - sim.scenario.start).total_seconds()
+        done = sim.finished.get(job.spec.job_id)
         if done is not None:
             misses += int(done.finished_at_s is not None and done.finished_at_s > deadline_s + 1e-6)
         elif deadline_s <= sim.window_s:
             misses += 1
+    return misses
+
+
+def jct_hours(sim: Simulator) -> dict[str, list[float]]:
+    """Completion times (arrival to finish, hours) of finished jobs by priority class."""
+    jct: dict[str, list[float]] = defaultdict(list)
+    for done_job in sim.finished.values():
+        assert done_job.finished_at_s is not None
+        jct[done_job.spec.priority_class].append((done_job.finished_at_s - done_job.sim.arrival_s) / HOUR_S)
+    return dict(sorted(jct.items()))
+
+
+def _percentiles(by_class: dict[str, list[float]], q: float) -> dict[str, float]:
+    return {k: float(np.percentile(v, q)) for k, v in by_class.items()}
+
+
+def compute_metrics(
+    sim: Simulator, policy: str, decision_ms: Sequence[float], wall_s: float = 0.0
+) -> RunMetrics:
+    ledger = sim.ledger
+    jct = jct_hours(sim)
+    every_jct = [h for v in jct.values() for h in v]
     lat = np.asarray(decision_ms, dtype=float) if decision_ms else np.zeros(1)
     capacity = max(ledger.capacity_gpu_s, 1e-9)
     demanded = ledger.demand_gpu_s
@@ -95,17 +140,21 @@ def compute_metrics(
     return RunMetrics(
         scenario=sim.scenario.name,
         policy=policy,
-        utilization=ledger.useful_gpu_s / capacity,
-        pwt=pwt,
+        utilization=(ledger.useful_gpu_s - at_risk_gpu_s(sim)) / capacity,
+        pwt=weighted_pwt(sim),
         slo_shortfall=shortfall,
         preemptions=ledger.stops["policy"] + ledger.stops["maintenance"] + ledger.stops["burst"],
         lost_gpu_hours=(ledger.lost_work_gpu_s + ledger.restart_overhead_gpu_s) / HOUR_S,
-        deadline_misses=misses,
+        deadline_misses=deadline_misses(sim),
         decision_ms_p50=float(np.percentile(lat, 50)),
         decision_ms_p99=float(np.percentile(lat, 99)),
         jobs_completed=len(sim.finished),
         jobs_arrived=len(sim.arrivals),
-        jct_hours_by_class={k: float(np.mean(v)) for k, v in sorted(jct.items())},
+        weighted_completions=sum(j.spec.priority_weight for j in sim.finished.values()),
+        jct_p95_hours=float(np.percentile(every_jct, 95)) if every_jct else 0.0,
+        jct_hours_by_class={k: float(np.mean(v)) for k, v in jct.items()},
+        jct_p50_hours_by_class=_percentiles(jct, 50),
+        jct_p95_hours_by_class=_percentiles(jct, 95),
         restart_gpu_hours=ledger.restart_overhead_gpu_s / HOUR_S,
         failure_lost_gpu_hours=ledger.lost_by_cause["failure"] / HOUR_S,
         failure_stops=ledger.stops["failure"],

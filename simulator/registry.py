@@ -1,10 +1,15 @@
 """Which policies the benchmark runs: name -> factory of (Policy, ForecastSource) for one run.
 
-The three baselines, then the planner three ways: ``ebbtide`` (forecasts from the forecaster's
-ForecastBank, refit on its cadence), ``ebbtide-naive`` (the same planner on seasonal-naive
-forecasts, to show what the forecaster adds) and ``oracle`` (the same planner given the true future
-demand: the upper bound). Another policy: ``register_policy(name, factory)``. The registry maps
-names to constructors; nothing dispatches on a name.
+The baselines (fifo, priority-backfill, reactive, kueue-hpa: HPA for inference and Kueue's
+queues, quotas and preemption for batch), then the planner three ways: ``ebbtide`` (forecasts
+from the forecaster's ForecastBank, refit on its cadence), ``ebbtide-naive`` (the same planner
+on seasonal-naive forecasts, to show what the forecaster adds) and ``ebbtide-true-demand`` (the same heuristic
+planner fed the true future demand). That last one is NOT an upper bound: it is still a rolling
+one-day planner with rounding, estimates in place of true job durations and no knowledge of
+future arrivals, and other policies can beat it. The ceiling is ``bound`` (simulator/bound.py), an
+offline LP relaxation that is not a policy and so is not in this registry. Another policy:
+``register_policy(name, factory)``. The registry maps names to constructors; nothing dispatches
+on a name.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from optimizer.planner import PlannerPolicy
 from simulator.cluster import Simulator
 from simulator.forecast_sources import NoForecastSource, OracleSource
 from simulator.policies.fifo import FifoPolicy
+from simulator.policies.kueue_hpa import KueueHpaPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy
 
@@ -35,6 +41,7 @@ def baseline_factories() -> dict[str, PolicyFactory]:
         "fifo": lambda sim: (FifoPolicy(), NoForecastSource()),
         "priority-backfill": lambda sim: (PriorityBackfillPolicy(), NoForecastSource()),
         "reactive": lambda sim: (ReactivePolicy(), NoForecastSource()),
+        "kueue-hpa": lambda sim: (KueueHpaPolicy(), NoForecastSource()),
     }
 
 
@@ -45,7 +52,10 @@ def planner_factories() -> dict[str, PolicyFactory]:
             PlannerPolicy(name="ebbtide-naive"),
             SeasonalNaiveSource(horizon_steps(sim)),
         ),
-        "oracle": lambda sim: (PlannerPolicy(name="oracle"), OracleSource(sim, horizon_steps(sim))),
+        "ebbtide-true-demand": lambda sim: (
+            PlannerPolicy(name="ebbtide-true-demand"),
+            OracleSource(sim, horizon_steps(sim)),
+        ),
     }
 
 

@@ -165,7 +165,7 @@ class Scenario(_Model):
     step_s: int = Field(default=900, ge=60)
     subtick_s: int = Field(default=60, ge=1)
     history_days: float = Field(default=8.0, ge=7.0)
-    window_hours: float = Field(default=72.0, gt=0)
+    window_hours: float = Field(default=48.0, gt=0)
     quick_window_hours: float = Field(default=24.0, gt=0)
     pools: list[PoolSpec] = Field(min_length=1)
     maintenance: list[MaintenanceSpec] = Field(default_factory=list)

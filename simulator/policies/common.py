@@ -8,7 +8,7 @@ state, the forecasts and ``now``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 
 from loop import Decision, config_fingerprint, inputs_digest, plan_id_for
@@ -210,3 +210,67 @@ def decision(
         jobs=jobs,
     )
     return Decision(plan=plan, allocation=allocation)
+
+
+HPA_TARGET_UTILIZATION = 0.7
+"""Target utilization of a replica's capacity for the baselines that size inference on what they
+observe (a common HPA setting); reactive's headroom is the same, 1 / 0.7 - 1 above demand."""
+
+
+def serve_services(
+    book: PoolBook,
+    state: ClusterState,
+    want_of: Callable[[ServiceState], tuple[float, str]],
+) -> tuple[list[ServiceDecision], dict[str, JobDecision]]:
+    """Size every service to ``want_of(service)`` (GPUs, reason), preempting running preemptible
+    jobs in its pools when it does not fit (lowest weight first, then the least work since its
+    last checkpoint: inference pods outrank batch, as Kubernetes priority classes do)."""
+    running = [j for j in state.jobs if j.status == JobStatus.RUNNING and j.pool is not None]
+    victims = sorted(
+        (j for j in running if j.spec.preemptible),
+        key=lambda j: (j.spec.priority_weight, j.since_checkpoint_gpu_s, j.spec.job_id),
+    )
+    preempted: dict[str, JobDecision] = {}
+    services: list[ServiceDecision] = []
+    for svc in state.services:
+        want, reason = want_of(svc)
+        per = svc.spec.gpus_per_replica
+        short = want - sum(math.floor(max(book.free[p], 0.0) / per) * per for p in book.service_pools(svc))
+        for victim in victims:
+            if short <= 0:
+                break
+            if victim.spec.job_id in preempted or victim.pool not in book.service_pools(svc):
+                continue
+            why = f"{svc.spec.service} needs {want:.0f} GPUs ({reason}); lowest weight on {victim.pool}"
+            preempted[victim.spec.job_id] = preempt(victim, why)
+            assert victim.pool is not None
+            book.release(victim.pool, victim.spec.gpus)
+            short -= victim.spec.gpus
+        made, _ = reserve_service(book, svc, want, reason)
+        services.extend(made)
+    return services, preempted
+
+
+def burst_headroom(
+    services: list[ServiceDecision], jobs: list[JobDecision], state: ClusterState
+) -> tuple[list[ServiceDecision], list[JobDecision]]:
+    """The in-step autoscaler's allowance for a policy that sizes inference on what it observes:
+    each service may add, within the step, up to the GPUs it was given in a pool (an HPA scales up
+    between decisions; Kubernetes' default scale-up policy at least doubles in far less than a
+    step), preempting the preemptible jobs run in that pool, which borrow from the service with the
+    most GPUs there (simulator/autoscaler.py). The same rule for every baseline that uses it."""
+    preemptible = {j.spec.job_id for j in state.jobs if j.spec.preemptible}
+    lender: dict[str, tuple[float, str]] = {}
+    burst: list[ServiceDecision] = []
+    for d in services:
+        if d.gpus > 0 and d.replicas > 0:
+            d = d.model_copy(update={"burst_gpus": float(d.gpus)})
+            lender[d.pool] = max(lender.get(d.pool, (0.0, "")), (d.gpus, d.service))
+        burst.append(d)
+    lent = [
+        j.model_copy(update={"borrows_from": lender[j.pool][1]})
+        if j.action == JobAction.RUN and j.pool in lender and j.job_id in preemptible
+        else j
+        for j in jobs
+    ]
+    return burst, lent

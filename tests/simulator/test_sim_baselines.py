@@ -10,6 +10,7 @@ from scenario_table import Job, Pool, Scenario, Serve, Service, hold, preempt, r
 from sim_helpers import job_state, state
 
 from simulator.policies.fifo import FifoPolicy
+from simulator.policies.kueue_hpa import KueueHpaPolicy
 from simulator.policies.priority_backfill import PriorityBackfillPolicy
 from simulator.policies.reactive import ReactivePolicy
 
@@ -19,7 +20,7 @@ P8_TWO_NODES_2_FREE_EACH = Pool("p", 8, gpu_type="A100", gpus_per_node=4, free_b
 P12_NODES_FREE_2_1_4 = Pool("p", 12, gpu_type="A100", gpus_per_node=4, free_by_node=(2, 1, 4))
 FLAT_DEMAND = Service("svc", history=(1.0,) * 8)
 NO_DEMAND = Service("svc", history=(0.0,))
-BASELINES = (FifoPolicy, PriorityBackfillPolicy, ReactivePolicy)
+BASELINES = (FifoPolicy, PriorityBackfillPolicy, ReactivePolicy, KueueHpaPolicy)
 
 # 8-GPU backfill queue: 'running' holds 4 and ends in 2 h by its estimate; 1 GPU for the service,
 # 3 free now; 'head' (6) cannot start and is reserved for when 'running' ends
@@ -94,7 +95,8 @@ SCENARIOS = [
         "reactive-gives-inference-current-demand-and-preempts-lowest-priority",
         policy=ReactivePolicy,
         pools=(P8,),
-        services=(Service("svc", replicas={"p": 1}, history=(1.0, 1.0, 4.0)),),
+        # demand 2.8 now, plus the HPA-like headroom (1 / 0.7): 4 GPUs
+        services=(Service("svc", replicas={"p": 1}, history=(1.0, 1.0, 2.8)),),
         jobs=(
             Job("pinned", 2, weight=1, running_in="p", preemptible=False),
             Job("cheap", 2, weight=1, running_in="p"),

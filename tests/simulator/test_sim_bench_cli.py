@@ -34,8 +34,11 @@ KEYS = {
     "preemptions",
     "lost_gpu_hours",
     "deadline_misses",
+    "weighted_completions",
+    "jct_p95_hours",
     "decision_ms_p50",
     "decision_ms_p99",
+    "pwt_to_bound",
 }
 
 
@@ -70,9 +73,14 @@ def test_bench_writes_json_and_png(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     cells = data["scenarios"]["tiny-bench"]
-    assert set(cells) == {"fifo", "reactive"}
+    assert set(cells) == {"fifo", "reactive", "bound"}
+    bound = cells.pop("bound")
+    assert {"pwt", "utilization", "pwt_any"} <= set(bound)
+    assert data["versions"]["highspy"] and data["seeds"] == {"tiny-bench": [0]}
+    assert "git_commit" in data
     for figures in cells.values():
         assert set(figures) == KEYS
+        assert 0.0 <= figures["pwt_to_bound"] <= 1.0 + 1e-9 and figures["pwt"] <= bound["pwt_any"] + 1e-9
         assert 0.0 <= figures["utilization"] <= 1.0 and 0.0 <= figures["slo_shortfall"] <= 1.0
         assert isinstance(figures["lost_gpu_hours"], float) and figures["lost_gpu_hours"] >= 0.0
     for details in data["details"]["tiny-bench"].values():  # the parts the PNG's lost-work panel stacks
@@ -114,3 +122,20 @@ def test_a_failing_policy_is_reported_without_hiding_the_others(tmp_path: Path) 
     assert set(result.results["tiny-bench"]) == {"fifo"}
     assert "solver exploded" in result.failures["tiny-bench"]["broken"]
     assert result.to_json()["failures"] == result.failures
+
+
+def test_bench_seeds_report_median_and_min(tmp_path: Path) -> None:
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    out = tmp_path / "out.json"
+    args = ["bench", "--quick", "--scenario-file", str(scenario), "--policy", "fifo", "--seed", "5"]
+    args += ["--seeds", "3", "--json", str(out), "--out-dir", str(tmp_path)]
+    result = CliRunner().invoke(app(), args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["seeds"] == {"tiny-bench": [5, 6, 7]}
+    fifo = data["scenarios"]["tiny-bench"]["fifo"]
+    assert set(fifo["min"]) == KEYS and fifo["min"]["pwt"] <= fifo["pwt"]
+    bound = data["scenarios"]["tiny-bench"]["bound"]
+    assert bound["min"]["pwt"] <= bound["pwt"]
+    assert "medians of 3 seeds" in result.output

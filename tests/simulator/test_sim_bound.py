@@ -1,0 +1,48 @@
+"""The offline LP bound (simulator/bound.py): exact on hand-made windows, and never passed by any
+policy on any built-in scenario (quick windows), with PWT counting only the work kept."""
+
+from __future__ import annotations
+
+import pytest
+from sim_helpers import job, tiny_scenario
+
+from simulator.bound import WindowBound
+from simulator.cluster import Simulator
+from simulator.registry import available_policies
+from simulator.runner import run_scenario
+from simulator.scenario import builtin_scenarios, load_scenario
+
+
+def test_bound_of_one_pool_is_capacity_or_work() -> None:
+    # 8 GPUs for 2 h, no service: a 4-GPU job of 1 h (weight 3) and a 1-GPU job of 20 h (weight 1)
+    sim = Simulator(
+        tiny_scenario(
+            services=[], workload={"explicit": [job("a", 1, gpus=4, priority_weight=3), job("b", 20)]}
+        )
+    )
+    bound = WindowBound(sim).summary()
+    assert bound.pwt == pytest.approx(3 * 4 + 1 * 2)  # a in full; b at most 1 GPU x 2 h
+    assert bound.utilization == pytest.approx(6 / 16)
+
+
+def test_serving_inference_lowers_the_pwt_ceiling_not_the_any_one() -> None:
+    # the flat service wants 2 of 8 GPUs; a 1-h job of 8 GPUs and one 8-GPU job of 10 h
+    jobs = [job("a", 1, gpus=8), job("b", 10, gpus=8)]
+    window = WindowBound(Simulator(tiny_scenario(workload={"explicit": jobs})))
+    assert window.pwt_at(1.0) == pytest.approx(16.0)
+    assert window.pwt_at(0.0) == pytest.approx(16.0 - 2 * 2, rel=1e-3)
+    assert window.pwt_at(0.5) == pytest.approx(16.0 - 2, rel=1e-3)
+    assert window.utilization() == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(builtin_scenarios()))
+def test_no_policy_passes_the_bound(name: str) -> None:
+    scenario = load_scenario(builtin_scenarios()[name])
+    window = WindowBound(Simulator(scenario, quick=True))
+    ceiling_util = window.utilization()
+    for policy, factory in available_policies().items():
+        m, _ = run_scenario(scenario, policy, factory, quick=True)
+        assert m.pwt <= window.pwt_at(m.slo_shortfall) * (1 + 1e-7) + 1e-6, (policy, m.pwt)
+        assert m.pwt <= window.pwt_at(1.0) * (1 + 1e-7) + 1e-6, policy
+        assert m.utilization <= ceiling_util + 1e-7, (policy, m.utilization, ceiling_util)
