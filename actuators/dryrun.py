@@ -12,7 +12,10 @@ one dry run of the project (the actuator service's default, through
   made (so a second apply of the same allocation reports ``already-applied``); useful for
   demos and for exercising the engine without any cluster. With ``adopt_unknown_jobs`` a job it
   has not seen is taken as waiting (``held``, in no pool) rather than skipped as unknown: the
-  actuator service's dry run has no cluster to find its jobs in.
+  actuator service's dry run has no cluster to find its jobs in; it then forgets the jobs an
+  allocation no longer names (finished ones), so its memory follows the active jobs.
+
+Its records are bounded: ``applied`` and ``log_lines`` keep the latest ``DRY_RUN_KEEP`` entries.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from schemas import Allocation, JobAction, JobDecision, ServiceDecision
 from schemas.targets import job_target, service_target
 
 log = structlog.get_logger("ebbtide.actuators.dryrun")
+
+DRY_RUN_KEEP = 10_000
+"""How many of the latest records ``applied`` and ``log_lines`` keep (a day of 2,000 jobs is
+some 200,000 changes: unbounded, the records alone grew by tens of MiB a day)."""
 
 
 class DryRunBackend:
@@ -85,9 +92,16 @@ class DryRunBackend:
         line = f"would {change.action} {change.target}: {change.detail}"
         self.log_lines.append(line)
         self.applied.append((plan_id, change.target))
+        if len(self.applied) > 2 * DRY_RUN_KEEP:  # trimmed in halves: amortised O(1) per record
+            del self.applied[:-DRY_RUN_KEEP]
+            del self.log_lines[:-DRY_RUN_KEEP]
         log.info("dry-run", action=change.action, target=change.target, detail=change.detail)
 
     def _plan_in_memory(self, allocation: Allocation, observed: Observation) -> list[Change]:
+        if self.adopt_unknown_jobs:  # jobs the plan no longer names are gone (adopted again if named)
+            named = {j.job_id for j in allocation.jobs}
+            for job_id in [j for j in self.jobs if j not in named]:
+                del self.jobs[job_id]
         changes = [self._plan_service(allocation, s, observed) for s in allocation.services]
         return changes + [self._plan_job(allocation, j, observed) for j in allocation.jobs]
 

@@ -65,6 +65,12 @@ class CollectorSettings(_Group):
 class StateSettings(_Group):
     max_history_steps: int = Field(default=7 * 96, ge=1, le=100_000)
     high_priority_weight: float = Field(default=5.0, gt=0.0, description="a job at or above re-plans at once")
+    max_event_skew_s: float = Field(
+        default=86_400.0,
+        gt=0.0,
+        le=366 * 86_400.0,
+        description="an input event dated more than this past the service's clock is dead-lettered",
+    )
 
 
 class ForecasterSettings(_Group):
@@ -80,6 +86,12 @@ class OptimizerSettings(_Group):
         default=None,
         description="lend idle inference headroom to preemptible jobs; it needs an autoscaler that "
         "takes it back within the step (a Kubernetes HPA). Unset: on, except with the slurm backend",
+    )
+    max_state_skew_s: float = Field(
+        default=86_400.0,
+        gt=0.0,
+        le=366 * 86_400.0,
+        description="a ClusterState dated more than this past the optimizer's clock is dead-lettered",
     )
     decision_budget_s: float = Field(
         default=0.8,

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,11 +136,14 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
     bootstrap = settings.kafka.bootstrap_servers
     if service == "state":
         seed = parts.seed or load_seed(settings)
+        clock = parts.clock or WallClock()
         restored = read_topic_to_end(bootstrap, CLUSTER_STATE, idle_s=0.5, prefix=settings.kafka.topic_prefix)
-        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps)
+        not_after = clock.now() + timedelta(seconds=settings.state.max_event_skew_s)
+        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps, not_after)
         return StateProcessor(
             fold=fold,
-            clock=parts.clock or WallClock(),
+            clock=clock,
+            max_event_skew_s=settings.state.max_event_skew_s,
             last_published=latest,
             replan_on_events=parts.replan_on_events,
             high_priority_weight=settings.state.high_priority_weight,
@@ -156,6 +159,8 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
             forecast_wait_s=settings.optimizer.forecast_wait_s,
             on_decision=parts.on_decision,
             cluster=settings.cluster,
+            clock=parts.clock or WallClock(),
+            max_state_skew_s=settings.optimizer.max_state_skew_s,
         )
     if service == "actuator":
         processor = ActuatorProcessor(

@@ -36,6 +36,7 @@ from forecaster.selection import (
     run_inner_backtest,
 )
 from schemas import DemandForecast
+from schemas.bounds import MAX_DEMAND_GPUS, MAX_RELATIVE
 
 DAY_S = 24 * 3600
 HOUR_S = 3600
@@ -173,7 +174,7 @@ def predict_quantiles(
         stacked = np.vstack([np.interp(positions, centers, row) for row in stacked])
     else:
         stacked = stacked[:, :horizon_steps]
-    stacked = np.maximum(np.nan_to_num(stacked, nan=0.0, posinf=0.0), 0.0)
+    stacked = np.clip(np.nan_to_num(stacked, nan=0.0, posinf=0.0), 0.0, MAX_DEMAND_GPUS)
     return {key: stacked[i].tolist() for i, key in enumerate(keys)}
 
 
@@ -197,7 +198,7 @@ def to_event(
         horizon_steps=horizon_steps,
         quantiles=quantiles,
         model=cal.model,
-        backtest_rel_mae=cal.rel_mae,
+        backtest_rel_mae=None if cal.rel_mae is None else min(cal.rel_mae, MAX_RELATIVE),
         backtest_coverage_90=cal.coverage_90,
         degraded_reason="; ".join(reasons) if reasons else None,
     )

@@ -12,6 +12,7 @@ from datetime import datetime
 import numpy as np
 
 from schemas import DemandForecast
+from schemas.bounds import MAX_DEMAND_GPUS
 
 DAY_S = 24 * 3600
 
@@ -42,9 +43,9 @@ def seasonal_naive(
             f"history of {values.size} steps is shorter than one day: repeating the last value"
         )
     spread = {q: float(np.quantile(diffs, level)) for q, level in (("p90", 0.8), ("p99", 0.98))}
-    p50 = np.maximum(base, 0.0)
-    p90 = p50 + spread["p90"]
-    p99 = np.maximum(p90, p50 + spread["p99"])
+    p50 = np.clip(base, 0.0, MAX_DEMAND_GPUS)
+    p90 = np.minimum(p50 + spread["p90"], MAX_DEMAND_GPUS)
+    p99 = np.minimum(np.maximum(p90, p50 + spread["p99"]), MAX_DEMAND_GPUS)
     return DemandForecast(
         cluster=cluster,
         service=service,

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from schemas.base import Event, Name, NonNegInt, UtcDatetime
+from schemas.base import Attempts, Event, Name, UtcDatetime
 from schemas.targets import TARGET_PATTERN, parse_target
 
 
@@ -35,7 +35,7 @@ class ActuationResult(Event):
     target: TargetName
     outcome: Outcome
     time: UtcDatetime
-    attempt: NonNegInt = 1
+    attempt: Attempts = 1
     error: str | None = None
     permanent: bool = False
 

@@ -1,7 +1,9 @@
 """Shared building blocks of the event contracts: the strict base model and checked field types.
 
 Every event inherits :class:`Event`: unknown fields, wrong types, NaN and infinity are rejected,
-and times must carry a UTC offset of zero. Units live in field names (``_s``, ``_gpus``, ``_mib``).
+and times must carry a UTC offset of zero and lie between ``EARLIEST_TIME`` and ``LATEST_TIME``.
+Units live in field names (``_s``, ``_gpus``, ``_mib``). Every quantity has an upper bound
+(schemas/bounds.py): the bounded types below carry them, so each field names its own limit.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from schemas import bounds as b
+
 
 def _require_utc(value: datetime) -> datetime:
     offset = value.utcoffset()
@@ -18,11 +22,25 @@ def _require_utc(value: datetime) -> datetime:
         raise ValueError("time must be timezone-aware UTC (got a naive datetime)")
     if offset != timedelta(0):
         raise ValueError(f"time must be UTC (got offset {offset})")
+    if not b.EARLIEST_TIME <= value <= b.LATEST_TIME:
+        raise ValueError(
+            f"time {value.isoformat()} is outside "
+            f"{b.EARLIEST_TIME.isoformat()} .. {b.LATEST_TIME.isoformat()}"
+        )
     return value
 
 
-UtcDatetime = Annotated[datetime, AfterValidator(_require_utc)]
-"""A timezone-aware datetime whose offset is zero."""
+UtcDatetime = Annotated[
+    datetime,
+    AfterValidator(_require_utc),
+    Field(
+        json_schema_extra={
+            "x-earliest": b.EARLIEST_TIME.isoformat(),
+            "x-latest": b.LATEST_TIME.isoformat(),
+        }
+    ),
+]
+"""A timezone-aware datetime whose offset is zero, within EARLIEST_TIME .. LATEST_TIME."""
 
 NonNegFloat = Annotated[float, Field(ge=0.0)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -30,6 +48,38 @@ PosInt = Annotated[int, Field(ge=1)]
 PosFloat = Annotated[float, Field(gt=0.0)]
 Name = Annotated[str, Field(min_length=1, max_length=253)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+# Bounded quantities (schemas/bounds.py says why each bound is what it is).
+PoolGpus = Annotated[int, Field(ge=0, le=b.MAX_POOL_GPUS)]
+PosPoolGpus = Annotated[int, Field(ge=1, le=b.MAX_POOL_GPUS)]
+PoolGpusFloat = Annotated[float, Field(ge=0.0, le=float(b.MAX_POOL_GPUS))]
+GangGpus = Annotated[int, Field(ge=1, le=b.MAX_GANG_GPUS)]
+NonNegGangGpus = Annotated[int, Field(ge=0, le=b.MAX_GANG_GPUS)]
+NodeGpus = Annotated[int, Field(ge=0, le=b.MAX_NODE_GPUS)]
+PosNodeGpus = Annotated[int, Field(ge=1, le=b.MAX_NODE_GPUS)]
+GpuIndex = Annotated[int, Field(ge=0, lt=b.MAX_NODE_GPUS)]
+Share = Annotated[int, Field(ge=1, le=b.MAX_SHARE)]
+Replicas = Annotated[int, Field(ge=0, le=b.MAX_REPLICAS)]
+DemandGpus = Annotated[float, Field(ge=0.0, le=b.MAX_DEMAND_GPUS)]
+PriorityWeight = Annotated[float, Field(gt=0.0, le=b.MAX_PRIORITY_WEIGHT)]
+GpuSeconds = Annotated[float, Field(ge=0.0, le=b.MAX_GPU_SECONDS)]
+PosGpuSeconds = Annotated[float, Field(gt=0.0, le=b.MAX_GPU_SECONDS)]
+DurationS = Annotated[float, Field(ge=0.0, le=b.MAX_DURATION_S)]
+PosDurationS = Annotated[float, Field(gt=0.0, le=b.MAX_DURATION_S)]
+StepS = Annotated[int, Field(ge=1, le=b.MAX_STEP_S)]
+HorizonSteps = Annotated[int, Field(ge=1, le=b.MAX_HORIZON_STEPS)]
+StepIndex = Annotated[int, Field(ge=0, lt=b.MAX_HORIZON_STEPS)]
+RequestsPerS = Annotated[float, Field(ge=0.0, le=b.MAX_REQUESTS_PER_S)]
+LatencyMs = Annotated[float, Field(ge=0.0, le=b.MAX_LATENCY_MS)]
+MemoryMib = Annotated[float, Field(ge=0.0, le=b.MAX_GPU_MEMORY_MIB)]
+PowerW = Annotated[float, Field(ge=0.0, le=b.MAX_POWER_W)]
+ClockMhz = Annotated[float, Field(ge=0.0, le=b.MAX_CLOCK_MHZ)]
+Processes = Annotated[int, Field(ge=0, le=b.MAX_PROCESSES)]
+Attempts = Annotated[int, Field(ge=0, le=b.MAX_ATTEMPTS)]
+SolveMs = Annotated[float, Field(ge=0.0, le=b.MAX_SOLVE_MS)]
+Relative = Annotated[float, Field(ge=0.0, le=b.MAX_RELATIVE)]
+Partition = Annotated[int, Field(ge=0, le=b.MAX_PARTITION)]
+Offset = Annotated[int, Field(ge=0, le=b.MAX_OFFSET)]
 
 SCHEMA_VERSION: Literal[1] = 1
 

@@ -11,7 +11,24 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
-from schemas.base import Event, Name, NonNegFloat, NonNegInt, Part, PosInt, UtcDatetime
+from schemas.base import (
+    Attempts,
+    DemandGpus,
+    DurationS,
+    Event,
+    GangGpus,
+    GpuSeconds,
+    Name,
+    NodeGpus,
+    Part,
+    PoolGpus,
+    PosNodeGpus,
+    PosPoolGpus,
+    Replicas,
+    Share,
+    StepS,
+    UtcDatetime,
+)
 from schemas.jobs import BandwidthClass, JobSpec
 
 __all__ = [
@@ -31,7 +48,7 @@ class PoolWindow(Part):
 
     start: UtcDatetime
     end: UtcDatetime
-    gpus_out: PosInt
+    gpus_out: PosPoolGpus
     reason: str = "maintenance"
 
     @model_validator(mode="after")
@@ -44,12 +61,12 @@ class PoolWindow(Part):
 class PoolState(Part):
     name: Name
     gpu_type: Name
-    gpus_total: NonNegInt
-    gpus_available: NonNegInt = Field(description="total minus failed or drained GPUs now")
-    gpus_per_node: PosInt = 8
-    max_share: PosInt = Field(default=1, description="time-slicing replicas per GPU; 1: no sharing")
+    gpus_total: PoolGpus
+    gpus_available: PoolGpus = Field(description="total minus failed or drained GPUs now")
+    gpus_per_node: PosNodeGpus = 8
+    max_share: Share = Field(default=1, description="time-slicing replicas per GPU; 1: no sharing")
     windows: list[PoolWindow] = Field(default_factory=list)
-    free_gpus_by_node: list[NonNegInt] = Field(
+    free_gpus_by_node: list[NodeGpus] = Field(
         default_factory=list,
         description="free GPUs on each node that is up, after running batch jobs (inference replicas "
         "are movable and not counted), for gang fit; empty: unknown",
@@ -80,14 +97,14 @@ class ServiceSpec(Part):
     """An inference service. Demand and capacity are counted in GPUs."""
 
     service: Name
-    gpus_per_replica: PosInt = 1
-    min_replicas: NonNegInt = 0
-    max_replicas: NonNegInt = 10_000
+    gpus_per_replica: GangGpus = 1
+    min_replicas: Replicas = 0
+    max_replicas: Replicas = 10_000
     slo_quantile: Name = Field(default="p90", pattern=r"^p\d{1,2}(\.\d+)?$")
-    startup_s: NonNegFloat = 60.0
+    startup_s: DurationS = 60.0
     allowed_pools: list[Name] = Field(default_factory=list, description="empty: any pool")
     latency_critical: bool = False
-    max_cotenants: PosInt = Field(default=1, description="most tenants it tolerates on one GPU")
+    max_cotenants: Share = Field(default=1, description="most tenants it tolerates on one GPU")
     bandwidth_class: BandwidthClass = "medium"
 
     @model_validator(mode="after")
@@ -99,8 +116,8 @@ class ServiceSpec(Part):
 
 class ServiceState(Part):
     spec: ServiceSpec
-    replicas: dict[Name, NonNegInt] = Field(default_factory=dict, description="running replicas by pool")
-    demand_history: list[NonNegFloat] = Field(
+    replicas: dict[Name, Replicas] = Field(default_factory=dict, description="running replicas by pool")
+    demand_history: list[DemandGpus] = Field(
         default_factory=list, description="busy GPUs per step, oldest first, the last ending at as_of"
     )
 
@@ -119,10 +136,10 @@ class JobState(Part):
     submitted_at: UtcDatetime
     pool: Name | None = None
     started_at: UtcDatetime | None = None
-    done_gpu_s: NonNegFloat = Field(default=0.0, description="work done and kept (checkpointed or live)")
-    since_checkpoint_gpu_s: NonNegFloat = Field(default=0.0, description="work lost if preempted now")
-    preemptions: NonNegInt = 0
-    nodes: dict[Name, PosInt] = Field(
+    done_gpu_s: GpuSeconds = Field(default=0.0, description="work done and kept (checkpointed or live)")
+    since_checkpoint_gpu_s: GpuSeconds = Field(default=0.0, description="work lost if preempted now")
+    preemptions: Attempts = 0
+    nodes: dict[Name, PosNodeGpus] = Field(
         default_factory=dict, description="GPUs the job holds on each node, by node name; empty: unknown"
     )
 
@@ -141,11 +158,11 @@ class JobState(Part):
 class ClusterState(Event):
     cluster: Name
     as_of: UtcDatetime
-    step_s: PosInt
+    step_s: StepS
     pools: list[PoolState]
     services: list[ServiceState] = Field(default_factory=list)
     jobs: list[JobState] = Field(default_factory=list)
-    quotas_gpus: dict[Name, NonNegInt] = Field(default_factory=dict, description="GPU quota by team")
+    quotas_gpus: dict[Name, PoolGpus] = Field(default_factory=dict, description="GPU quota by team")
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterState:

@@ -7,13 +7,13 @@ import binascii
 
 from pydantic import Field, field_validator
 
-from schemas.base import Event, Name, NonNegInt, UtcDatetime
+from schemas.base import Event, Name, Offset, Partition, UtcDatetime
 
 
 class DeadLetter(Event):
     source_topic: Name
-    partition: NonNegInt
-    offset: NonNegInt
+    partition: Partition
+    offset: Offset
     key_b64: str | None = Field(default=None, description="the record key, base64")
     raw_b64: str = Field(description="the record value exactly as received, base64")
     error: str = Field(min_length=1)

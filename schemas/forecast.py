@@ -11,7 +11,7 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
-from schemas.base import Event, Name, NonNegFloat, PosInt, UtcDatetime
+from schemas.base import DemandGpus, Event, Fraction, HorizonSteps, Name, Relative, StepS, UtcDatetime
 
 REQUIRED_QUANTILES = ("p50", "p90", "p99")
 _QUANTILE_KEY = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
@@ -29,14 +29,14 @@ class DemandForecast(Event):
     cluster: Name
     service: Name
     issued_at: UtcDatetime
-    step_s: PosInt
-    horizon_steps: PosInt
-    quantiles: dict[str, list[NonNegFloat]] = Field(
+    step_s: StepS
+    horizon_steps: HorizonSteps
+    quantiles: dict[str, list[DemandGpus]] = Field(
         description="busy GPUs per step, by quantile key (p50, p90, p99, ...)"
     )
     model: Name
-    backtest_rel_mae: NonNegFloat | None = None
-    backtest_coverage_90: NonNegFloat | None = None
+    backtest_rel_mae: Relative | None = None
+    backtest_coverage_90: Fraction | None = None
     degraded_reason: str | None = Field(
         default=None, description="why a simpler model or wider band was used (short or gappy history)"
     )

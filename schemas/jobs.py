@@ -7,7 +7,19 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from schemas.base import Event, Name, NonNegFloat, Part, PosFloat, PosInt, UtcDatetime
+from schemas.base import (
+    DurationS,
+    Event,
+    GangGpus,
+    GpuSeconds,
+    Name,
+    Part,
+    PosDurationS,
+    PosGpuSeconds,
+    PosNodeGpus,
+    PriorityWeight,
+    UtcDatetime,
+)
 
 BandwidthClass = Literal["low", "medium", "high"]
 
@@ -16,18 +28,18 @@ class JobSpec(Part):
     """What a batch job needs. ``gpus`` is the gang size: all of them or none."""
 
     job_id: Name
-    gpus: PosInt
+    gpus: GangGpus
     allowed_pools: list[Name] = Field(default_factory=list, description="empty: any pool")
     allowed_gpu_types: list[Name] = Field(default_factory=list, description="empty: any type")
     priority_class: Name = "standard"
-    priority_weight: PosFloat = 1.0
-    estimated_gpu_s: PosFloat
+    priority_weight: PriorityWeight = 1.0
+    estimated_gpu_s: PosGpuSeconds
     deadline: UtcDatetime | None = None
     preemptible: bool = True
-    checkpoint_interval_s: PosFloat | None = Field(
+    checkpoint_interval_s: PosDurationS | None = Field(
         default=None, description="wall seconds between checkpoints; None: never checkpoints"
     )
-    restart_cost_s: NonNegFloat = 0.0
+    restart_cost_s: DurationS = 0.0
     team: Name = "default"
     bandwidth_class: BandwidthClass = "medium"
 
@@ -51,10 +63,10 @@ class JobEvent(Event):
     time: UtcDatetime
     spec: JobSpec | None = None
     pool: Name | None = None
-    done_gpu_s: NonNegFloat | None = Field(default=None, description="work done and kept so far")
-    checkpointed_gpu_s: NonNegFloat | None = None
+    done_gpu_s: GpuSeconds | None = Field(default=None, description="work done and kept so far")
+    checkpointed_gpu_s: GpuSeconds | None = None
     message: str | None = None
-    nodes: dict[Name, PosInt] | None = Field(
+    nodes: dict[Name, PosNodeGpus] | None = Field(
         default=None,
         description="GPUs the job holds on each node, by node name (on started, or progress after a "
         "move); None: not reported",

@@ -11,15 +11,29 @@ from enum import StrEnum
 
 from pydantic import Field, model_validator
 
-from schemas.base import Event, Name, NonNegFloat, NonNegInt, Part, PosInt, UtcDatetime
+from schemas.base import (
+    Event,
+    GangGpus,
+    HorizonSteps,
+    Name,
+    NonNegGangGpus,
+    Part,
+    PoolGpusFloat,
+    Relative,
+    Replicas,
+    SolveMs,
+    StepIndex,
+    StepS,
+    UtcDatetime,
+)
 
 
 class ServiceCapacity(Part):
     service: Name
     pool: Name
-    replicas: NonNegInt
-    gpus: NonNegFloat
-    burst_gpus: NonNegFloat = Field(
+    replicas: Replicas
+    gpus: PoolGpusFloat
+    burst_gpus: PoolGpusFloat = Field(
         default=0.0, description="GPUs its autoscaler may add within the step, taken from borrowers"
     )
 
@@ -27,14 +41,14 @@ class ServiceCapacity(Part):
 class JobPlacement(Part):
     job_id: Name
     pool: Name
-    gpus: PosInt
+    gpus: GangGpus
     borrows_from: Name | None = Field(
         default=None, description="the service whose burst headroom it runs on (preempted first)"
     )
 
 
 class PlanStep(Part):
-    index: NonNegInt
+    index: StepIndex
     start: UtcDatetime
     services: list[ServiceCapacity] = Field(default_factory=list)
     jobs: list[JobPlacement] = Field(default_factory=list)
@@ -43,8 +57,8 @@ class PlanStep(Part):
 class SolverInfo(Part):
     solver: Name
     status: Name
-    time_ms: NonNegFloat
-    gap: NonNegFloat | None = None
+    time_ms: SolveMs
+    gap: Relative | None = None
     fallback: bool = False
     fallback_reason: str | None = None
 
@@ -60,8 +74,8 @@ class HorizonPlan(Event):
     plan_id: Name
     policy: Name
     issued_at: UtcDatetime
-    step_s: PosInt
-    horizon_steps: PosInt
+    step_s: StepS
+    horizon_steps: HorizonSteps
     steps: list[PlanStep]
     objective: dict[str, float] = Field(default_factory=dict, description="objective terms by name")
     solver: SolverInfo
@@ -90,10 +104,10 @@ class JobAction(StrEnum):
 class ServiceDecision(Part):
     service: Name
     pool: Name
-    replicas: NonNegInt
-    gpus: NonNegFloat
+    replicas: Replicas
+    gpus: PoolGpusFloat
     reason: str = Field(min_length=1)
-    burst_gpus: NonNegFloat = Field(
+    burst_gpus: PoolGpusFloat = Field(
         default=0.0,
         description="GPUs the service's autoscaler may add within the step on a demand burst, "
         "preempting the jobs that borrow them (see JobDecision.borrows_from)",
@@ -104,7 +118,7 @@ class JobDecision(Part):
     job_id: Name
     action: JobAction
     pool: Name | None = None
-    gpus: NonNegInt = 0
+    gpus: NonNegGangGpus = 0
     reason: str = Field(min_length=1)
     borrows_from: Name | None = Field(
         default=None,
@@ -123,7 +137,7 @@ class Allocation(Event):
     plan_id: Name
     policy: Name
     issued_at: UtcDatetime
-    step_s: PosInt
+    step_s: StepS
     valid_until: UtcDatetime
     services: list[ServiceDecision] = Field(default_factory=list)
     jobs: list[JobDecision] = Field(default_factory=list)

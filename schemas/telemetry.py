@@ -8,7 +8,20 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from schemas.base import Event, Name, NonNegFloat, NonNegInt, PosInt, UtcDatetime
+from schemas.base import (
+    ClockMhz,
+    DemandGpus,
+    Event,
+    GpuIndex,
+    LatencyMs,
+    MemoryMib,
+    Name,
+    PowerW,
+    Processes,
+    RequestsPerS,
+    Share,
+    UtcDatetime,
+)
 
 
 class GpuSample(Event):
@@ -17,17 +30,17 @@ class GpuSample(Event):
     cluster: Name
     pool: Name
     node: Name
-    gpu_index: NonNegInt
+    gpu_index: GpuIndex
     gpu_uuid: Name
     time: UtcDatetime
     utilization_pct: float = Field(ge=0.0, le=100.0)
-    memory_used_mib: NonNegFloat
-    memory_total_mib: NonNegFloat
-    power_w: NonNegFloat
-    sm_clock_mhz: NonNegFloat = 0.0
-    mem_clock_mhz: NonNegFloat = 0.0
-    timeslice_replicas: PosInt = 1
-    processes: NonNegInt = 0
+    memory_used_mib: MemoryMib
+    memory_total_mib: MemoryMib
+    power_w: PowerW
+    sm_clock_mhz: ClockMhz = 0.0
+    mem_clock_mhz: ClockMhz = 0.0
+    timeslice_replicas: Share = 1
+    processes: Processes = 0
 
     @property
     def key(self) -> str:
@@ -40,10 +53,10 @@ class DemandSample(Event):
     cluster: Name
     service: Name
     time: UtcDatetime
-    requests_per_s: NonNegFloat
-    gpus_busy: NonNegFloat
-    latency_ms_p50: NonNegFloat | None = None
-    latency_ms_p99: NonNegFloat | None = None
+    requests_per_s: RequestsPerS
+    gpus_busy: DemandGpus
+    latency_ms_p50: LatencyMs | None = None
+    latency_ms_p99: LatencyMs | None = None
 
     @model_validator(mode="after")
     def _latency_quantiles_ordered(self) -> DemandSample:

@@ -15,6 +15,12 @@ published on the compacted cluster-state topic) and applies events in any order 
   (``JobState.nodes``, from the ``nodes`` of started/progress JobEvents).
 - Allocations set the services' running replicas (the latest decision wins).
 
+:meth:`ClusterFold.unknown_reference` says why an event of this cluster names what the fold does
+not know (a pool that is not one of the seed's, a job never submitted); the state service
+dead-letters such an event rather than folding it. Jobs already gone (finished, failed,
+cancelled, and forgotten after a snapshot) are remembered by id, up to ``GONE_REMEMBERED`` of
+them, so a replayed or duplicated last event of theirs is ignored as a replay, not rejected.
+
 A job's first start (a STARTED event folded into a job that was queued, never started and never
 preempted) is kept in ``first_starts`` until the state service takes them with
 :meth:`ClusterFold.take_first_starts` (for the queue-wait histogram). A job the seed already shows
@@ -44,6 +50,8 @@ from schemas import (
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+GONE_REMEMBERED = 100_000
+"""How many forgotten (gone) job ids the fold keeps, so their replays are told from unknown jobs."""
 _GONE = {JobEventKind.FINISHED, JobEventKind.FAILED, JobEventKind.CANCELLED}
 # Order of kinds at the same instant: a job can be submitted, started, and preempted in one step.
 _KIND_ORDER = {
@@ -102,6 +110,7 @@ class ClusterFold:
     last_allocation_at: datetime | None = None
     counters: FoldCounters = field(default_factory=FoldCounters)
     first_starts: list[JobState] = field(default_factory=list)
+    gone_ids: dict[str, None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         step_s = self.seed.step_s
@@ -138,6 +147,32 @@ class ClusterFold:
         if isinstance(event, JobEvent):
             return self._apply_job(event)
         return self._apply_allocation(event)
+
+    def unknown_reference(self, event: JobEvent | DemandSample | GpuSample | Allocation) -> str | None:
+        """Why ``event`` (of this cluster) refers to a pool or job the fold does not know, or None."""
+        if event.cluster != self.cluster:
+            return None
+        if isinstance(event, GpuSample):
+            return self._unknown_pool(event.pool)
+        if not isinstance(event, JobEvent):
+            return None
+        known = event.job_id in self.jobs
+        if not known and event.kind != JobEventKind.SUBMITTED and event.job_id not in self.gone_ids:
+            kind = event.kind.value
+            return f"job {event.job_id!r}: a {kind} event for a job never submitted to {self.cluster}"
+        if event.kind in (JobEventKind.STARTED, JobEventKind.PROGRESS) and event.pool is not None:
+            return self._unknown_pool(event.pool)
+        record = self.jobs.get(event.job_id)
+        current = record.state.pool if record is not None and record.state is not None else None
+        if event.kind == JobEventKind.STARTED and event.pool is None and current is None:
+            return f"pool: job {event.job_id!r} started in no pool"
+        return None
+
+    def _unknown_pool(self, pool: str) -> str | None:
+        names = [p.name for p in self.seed.pools]
+        if pool in names:
+            return None
+        return f"pool {pool!r}: not a pool of cluster {self.cluster} (its pools: {', '.join(names)})"
 
     def apply_gpu_sample(self, sample: GpuSample) -> bool:
         return self.apply_gpu_samples((sample,)) == 1
@@ -209,11 +244,12 @@ class ClusterFold:
                 self.counters.ignored += 1
                 return False
             record = _JobRecord(state=None)
-            self.jobs[event.job_id] = record
+        before = record.state
+        after = _next_job_state(before, event)  # raises before the record changes when unusable
+        self.jobs[event.job_id] = record
         record.last_event = order
         self.counters.job_events += 1
-        before = record.state
-        record.state = _next_job_state(before, event)
+        record.state = after
         record.gone = event.kind in _GONE
         if event.kind == JobEventKind.STARTED and _never_started(before):
             self.first_starts.append(record.state)
@@ -315,6 +351,10 @@ class ClusterFold:
         gone = [job_id for job_id, record in self.jobs.items() if record.gone]
         for job_id in gone:
             del self.jobs[job_id]
+            self.gone_ids.pop(job_id, None)
+            self.gone_ids[job_id] = None
+        while len(self.gone_ids) > GONE_REMEMBERED:
+            del self.gone_ids[next(iter(self.gone_ids))]
         return len(gone)
 
 

@@ -13,13 +13,20 @@ do, the backend gets the jobs not yet applied and all of the plan's services: a 
 reconciles services as a set (Slurm removes the reservations of services an allocation does not
 name), so a service that is already applied travels again and the engine finds it matching
 (``already-applied``, nothing executed).
+
+Its memory is bounded: a plan is remembered until ``retain_s`` after its ``valid_until``, by
+the data's own time (the newest ``issued_at`` seen: the wall clock of a replay or a simulation
+may be anywhere), then forgotten. An Allocation already expired by then (``valid_until`` before
+the newest ``issued_at`` less ``retain_s``) and not remembered is superseded by newer plans: it
+is answered ``skipped``, never handed to the backend. Plans restored from the actuations topic
+are remembered until ``retain_s`` after their result's time (or until replayed, which dates them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from loop import Actuator
 from schemas import ActuationResult, Allocation
@@ -30,6 +37,9 @@ from schemas.topics import ACTUATIONS, ALLOCATIONS, Topic
 from streams.services.runtime import Outgoing
 
 DONE = ("applied", "already-applied")
+RETAIN_S = 6 * 3600.0
+"""How long past its valid_until a plan's applied targets are remembered (replays come from
+uncommitted offsets, minutes old; six hours is 24 steps of 15 minutes)."""
 
 
 def targets_of(allocation: Allocation) -> list[str]:
@@ -48,18 +58,46 @@ class ActuatorProcessor:
     plans_done: set[str] = field(default_factory=set)
     backend_calls: int = 0
     replays: int = 0
+    expired: int = 0
+    retain_s: float = RETAIN_S
+    expires: dict[str, datetime] = field(default_factory=dict)
+    targets: dict[str, set[str]] = field(default_factory=dict)
+    newest_issued_at: datetime | None = None
 
     def remember(self, results: Iterable[Event]) -> None:
         """Restore what was applied from earlier ActuationResults (read back at start)."""
         for result in results:
             if isinstance(result, ActuationResult) and result.outcome in DONE:
-                self.done.add((result.plan_id, result.target))
-                self.plans_done.add(result.plan_id)
+                self._done(result.plan_id, result.target)
+                self.expires.setdefault(result.plan_id, result.time)
+
+    def _done(self, plan_id: str, target: str) -> None:
+        self.done.add((plan_id, target))
+        self.plans_done.add(plan_id)
+        self.targets.setdefault(plan_id, set()).add(target)
+
+    def _advance(self, allocation: Allocation) -> bool:
+        """Date the plan, forget the plans expired by the newest issued_at; whether this one expired."""
+        if self.newest_issued_at is None or allocation.issued_at > self.newest_issued_at:
+            self.newest_issued_at = allocation.issued_at
+        horizon = self.newest_issued_at - timedelta(seconds=self.retain_s)
+        for plan_id in [p for p, until in self.expires.items() if until < horizon]:
+            del self.expires[plan_id]
+            self.plans_done.discard(plan_id)
+            for target in self.targets.pop(plan_id, ()):
+                self.done.discard((plan_id, target))
+        if allocation.plan_id not in self.plans_done and allocation.valid_until < horizon:
+            return True
+        self.expires[allocation.plan_id] = allocation.valid_until
+        return False
 
     def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
         assert isinstance(event, Allocation)
         allocation = event
         plan_id, now = allocation.plan_id, datetime.now(UTC)
+        if self._advance(allocation):
+            self.expired += 1
+            return [self._note(allocation, plan_target(plan_id), "skipped", now, "expired: superseded")]
         done = [t for t in targets_of(allocation) if (plan_id, t) in self.done]
         todo_jobs = [j for j in allocation.jobs if job_target(j.job_id) not in done]
         services_done = all(service_target(s.service, s.pool) in done for s in allocation.services)
@@ -75,15 +113,17 @@ class ActuatorProcessor:
         self.plans_done.add(plan_id)
         for result in results:
             if result.outcome in DONE:
-                self.done.add((result.plan_id, result.target))
+                self._done(result.plan_id, result.target)
             out.append((ACTUATIONS, result))
         if not results:
             marker = plan_target(plan_id)
             out.append(self._note(allocation, marker, "applied", now))
-            self.done.add((plan_id, marker))
+            self._done(plan_id, marker)
         return out
 
-    def _note(self, allocation: Allocation, target: str, outcome: Outcome, now: datetime) -> Outgoing:
+    def _note(
+        self, allocation: Allocation, target: str, outcome: Outcome, now: datetime, error: str | None = None
+    ) -> Outgoing:
         """An ActuationResult that changed nothing (``action="none"``) for ``target``."""
         result = ActuationResult(
             cluster=allocation.cluster,
@@ -93,6 +133,7 @@ class ActuatorProcessor:
             target=target,
             outcome=outcome,
             time=now,
+            error=error,
         )
         return (ACTUATIONS, result)
 

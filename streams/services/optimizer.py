@@ -7,6 +7,10 @@ event: high-priority job, lost capacity, a forecast miss) is planned at once wit
 forecasts, and again when the forecaster answers it with a forecast redone on drift. On Apache
 Kafka the runtime makes consume-plan-publish one transaction; elsewhere it is at-least-once and
 the actuator ignores a plan id it has already applied.
+
+With a ``clock``, a ClusterState dated more than ``max_state_skew_s`` past it is dead-lettered
+(``on_event`` raises ValueError) rather than taken as the latest: otherwise every later state,
+dated before it, would be dropped as a replay of a state already planned past.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from loop import Decision, Policy
+from loop import Clock, Decision, Policy
 from schemas import ClusterState, DemandForecast
 from schemas.base import Event
 from schemas.topics import ALLOCATIONS, CLUSTER_STATE, FORECASTS, PLANS, Topic
@@ -39,6 +43,8 @@ class OptimizerProcessor:
     monotonic: Callable[[], float] = time.monotonic
     on_decision: DecisionHook | None = None
     cluster: str | None = None
+    clock: Clock | None = None
+    max_state_skew_s: float = 86_400.0
     name: str = "optimizer"
     inputs: tuple[Topic, ...] = (CLUSTER_STATE, FORECASTS)
     forecasts: dict[str, dict[str, DemandForecast]] = field(default_factory=dict)
@@ -64,6 +70,7 @@ class OptimizerProcessor:
                 # A forecast redone on drift for the state just planned: plan that state again with it.
                 self.waiting[event.cluster] = _Pending(last, self.monotonic())
         elif isinstance(event, ClusterState):
+            self._check_time(event)
             self.last_state[event.cluster] = event
             decided = self.decided_as_of.get(event.cluster)
             if decided is not None and event.as_of < decided:
@@ -73,6 +80,17 @@ class OptimizerProcessor:
 
     def on_idle(self) -> Iterable[Outgoing]:
         return self._ready()
+
+    def _check_time(self, state: ClusterState) -> None:
+        """ValueError (a dead letter) when the state is dated too far past the clock."""
+        if self.clock is None:
+            return
+        now = self.clock.now()
+        if state.as_of > now + timedelta(seconds=self.max_state_skew_s):
+            raise ValueError(
+                f"as_of: {state.as_of.isoformat()} is more than {self.max_state_skew_s:g} s past the "
+                f"optimizer's clock ({now.isoformat()}; setting optimizer.max_state_skew_s)"
+            )
 
     def pending(self) -> bool:
         return bool(self.waiting)

@@ -15,6 +15,13 @@ not count again. The limit: a crash after a snapshot was produced but before its
 were committed replays the events since the previous commit onto the fold restored from the new
 snapshot; jobs that started and already finished within that one step (absent from the snapshot,
 so submitted afresh by the replay) are observed a second time, at most once per such crash.
+
+Hostile but valid input is dead-lettered with its reason (``on_event`` raises ValueError, which
+streams/services/dispatch.py turns into a dead letter), never folded: an event of this cluster
+dated more than ``max_event_skew_s`` past the service's clock (a job event, sample, allocation
+or forecast from year 2199 would otherwise freeze what it refers to), a job reported in a pool
+the cluster does not have, a progress, finish or preemption of a job never submitted, telemetry
+of an unknown pool (see :meth:`streams.fold.ClusterFold.unknown_reference`).
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ def significant(event: Event, fold: ClusterFold, high_priority_weight: float) ->
     return None
 
 
+def event_time(event: JobEvent | DemandSample | GpuSample | Allocation) -> datetime:
+    """When an input event says it happened (an allocation: when it was issued)."""
+    return event.issued_at if isinstance(event, Allocation) else event.time
+
+
 def lost_capacity(previous: ClusterState | None, current: ClusterState) -> str | None:
     if previous is None:
         return None
@@ -87,6 +99,7 @@ class StateProcessor:
     published: int = 0
     triggers: list[str] = field(default_factory=list)
     on_first_starts: Callable[[str, Sequence[JobState]], None] | None = None
+    max_event_skew_s: float = 86_400.0
     _urgent: str | None = None
     _dirty: bool = False
     _republish: bool = False
@@ -102,9 +115,15 @@ class StateProcessor:
     def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
         if isinstance(event, DemandForecast):
             if event.cluster == self.fold.cluster:
+                self._check_time(event.issued_at, "issued_at")
                 self.forecasts[event.service] = event
             return ()
         assert isinstance(event, JobEvent | DemandSample | GpuSample | Allocation)
+        if event.cluster == self.fold.cluster:
+            self._check_time(event_time(event), "issued_at" if isinstance(event, Allocation) else "time")
+            reason = self.fold.unknown_reference(event)
+            if reason is not None:
+                raise ValueError(reason)
         if not self.fold.apply(event):
             return ()
         self._dirty = True
@@ -116,9 +135,31 @@ class StateProcessor:
         """Telemetry in bulk (the hot topic: only the latest sample per GPU matters); the rest one by one."""
         if source != GPU_SAMPLES:
             return None
+        self._check_gpu_samples(events)  # type: ignore[arg-type]
         if self.fold.apply_gpu_samples(events):  # type: ignore[arg-type]
             self._dirty = True
         return ()
+
+    def _check_time(self, time: datetime, name: str) -> None:
+        """ValueError (a dead letter) when ``time`` is more than ``max_event_skew_s`` past the clock."""
+        now = self.clock.now()
+        if time > now + timedelta(seconds=self.max_event_skew_s):
+            raise ValueError(
+                f"{name}: {time.isoformat()} is more than {self.max_event_skew_s:g} s past the "
+                f"state service's clock ({now.isoformat()}; setting state.max_event_skew_s)"
+            )
+
+    def _check_gpu_samples(self, samples: Sequence[GpuSample]) -> None:
+        """ValueError when any sample of this cluster is too far ahead or of an unknown pool, so the
+        run is handed again one by one and each such sample is dead-lettered with its reason."""
+        mine = [s for s in samples if s.cluster == self.fold.cluster]
+        if not mine:
+            return
+        self._check_time(max(s.time for s in mine), "time")
+        known = {p.name for p in self.fold.seed.pools}
+        unknown = {s.pool for s in mine} - known
+        if unknown:
+            raise ValueError(f"pools {sorted(unknown)}: not pools of cluster {self.fold.cluster}")
 
     def _missed(self, event: Event) -> str | None:
         """A demand sample outside the band of the service's latest forecast (a forecast miss)."""
@@ -175,16 +216,22 @@ class StateProcessor:
 
 
 def restore_fold(
-    seed: ClusterState, restored: list[Event], max_history_steps: int
+    seed: ClusterState,
+    restored: list[Event],
+    max_history_steps: int,
+    not_after: datetime | None = None,
 ) -> tuple[ClusterFold, ClusterState | None]:
     """Rebuild the fold from the latest snapshot of this cluster read back from the state topic.
 
     Latest by offset (``restored`` is in offset order; a cluster's snapshots share its key and so
     one partition), not by ``as_of``: a snapshot published last wins even where a clock stepped back.
+    A snapshot dated after ``not_after`` (the clock plus the allowed skew) is no snapshot of ours.
     """
     latest: ClusterState | None = None
     for event in restored:
-        if isinstance(event, ClusterState) and event.cluster == seed.cluster:
+        if not isinstance(event, ClusterState) or event.cluster != seed.cluster:
+            continue
+        if not_after is None or event.as_of <= not_after:
             latest = event
     if latest is None:
         return ClusterFold(seed=seed, max_history_steps=max_history_steps), None

@@ -1,7 +1,9 @@
 """Hypothesis strategies for valid events of every catalogue type (used by the codec properties).
 
-Values are drawn inside each field's rules: finite non-negative floats, UTC times, names of
-1..253 characters, quantile curves ordered by level and of the horizon's length.
+Values are drawn inside each field's rules: finite non-negative floats below every bound of
+schemas/bounds.py, UTC times within EARLIEST_TIME .. LATEST_TIME (a month of room for the times
+built after one), names of 1..253 characters, quantile curves ordered by level and of the
+horizon's length.
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ from schemas.targets import job_target, plan_target, reservation_target, service
 
 names = st.text(min_size=1, max_size=24)
 utc_times = st.datetimes(
-    min_value=datetime(1970, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+    min_value=datetime(1970, 1, 1), max_value=datetime(2199, 12, 1), timezones=st.just(UTC)
 )
-non_neg = st.floats(min_value=0.0, max_value=1e12, allow_nan=False, allow_infinity=False)
-positive = st.floats(min_value=1e-6, max_value=1e12, allow_nan=False, allow_infinity=False)
-counts = st.integers(min_value=0, max_value=10_000)
-pos_counts = st.integers(min_value=1, max_value=10_000)
+non_neg = st.floats(min_value=0.0, max_value=1e5, allow_nan=False, allow_infinity=False)
+positive = st.floats(min_value=1e-6, max_value=1e5, allow_nan=False, allow_infinity=False)
+counts = st.integers(min_value=0, max_value=1000)
+pos_counts = st.integers(min_value=1, max_value=1000)
 
 
 def opt(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -149,7 +151,7 @@ def demand_forecasts(draw: st.DrawFn) -> DemandForecast:
         quantiles=curves,
         model=draw(names),
         backtest_rel_mae=draw(opt(non_neg)),
-        backtest_coverage_90=draw(opt(non_neg)),
+        backtest_coverage_90=draw(opt(st.floats(0.0, 1.0))),
         degraded_reason=draw(opt(st.text(max_size=40))),
     )
 

@@ -128,6 +128,30 @@ CASES: list[tuple[type[Event], str, Any, str]] = [
     (DemandSample, "latency_ms_p99", 10.0, "latency_ms_p99: 10.0 is below latency_ms_p50 41.0"),
     (DeadLetter, "raw_b64", "not base64!", "raw_b64: Value error, not valid base64"),
     (DeadLetter, "error", "", "error"),
+    # hostile but well-typed: beyond the bounds of schemas/bounds.py, each naming its field
+    (JobEvent, "spec.gpus", 10**9, "spec.gpus: Input should be less than or equal to 65536"),
+    (ClusterState, "pools.0.gpus_total", 10**12, "pools.0.gpus_total: Input should be less than or equal"),
+    (ClusterState, "pools.0.gpus_available", 10**12, "pools.0.gpus_available: Input should be less than"),
+    (JobEvent, "spec.priority_weight", 1e20, "spec.priority_weight: Input should be less than or equal"),
+    (JobEvent, "spec.estimated_gpu_s", 1e20, "spec.estimated_gpu_s: Input should be less than or equal"),
+    (JobEvent, "done_gpu_s", 1e15, "done_gpu_s: Input should be less than or equal"),
+    (DemandSample, "gpus_busy", 1e12, "gpus_busy: Input should be less than or equal"),
+    (DemandSample, "requests_per_s", 1e12, "requests_per_s: Input should be less than or equal"),
+    (DemandForecast, "quantiles.p99.3", 1e12, "quantiles.p99.3: Input should be less than or equal"),
+    (Allocation, "services.0.replicas", 10**9, "services.0.replicas: Input should be less than or equal"),
+    (Allocation, "jobs.0.gpus", 10**9, "jobs.0.gpus: Input should be less than or equal"),
+    (Allocation, "step_s", 10**9, "step_s: Input should be less than or equal"),
+    (ClusterState, "services.0.spec.max_replicas", 10**9, "services.0.spec.max_replicas: Input should be"),
+    (ClusterState, "quotas_gpus.vision", 10**12, "quotas_gpus.vision: Input should be less than"),
+    (GpuSample, "gpu_index", 10**6, "gpu_index: Input should be less than"),
+    (GpuSample, "timeslice_replicas", 10**6, "timeslice_replicas: Input should be less than or equal"),
+    (DemandForecast, "horizon_steps", 10**6, "horizon_steps: Input should be less than or equal"),
+    (DeadLetter, "offset", 2**64, "offset"),
+    # times outside 1970 .. 2200
+    (JobEvent, "time", "9999-01-01T00:00:00Z", "time: Value error, time 9999-01-01T00:00:00+00:00 is out"),
+    (ClusterState, "as_of", "9999-01-01T00:00:00Z", "as_of: Value error, time 9999-01-01"),
+    (JobEvent, "spec.deadline", "1960-01-01T00:00:00Z", "spec.deadline: Value error, time 1960"),
+    (Allocation, "valid_until", "2200-01-01T00:00:01Z", "valid_until: Value error"),
 ]
 
 
