@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from ebbtide.services import run_service
 from ebbtide.settings import SettingsError, load_settings
-from ebbtide.wiring import WallClock, build_demand_source
+from ebbtide.wiring import build_demand_source
 from schemas.telemetry import DemandSample
 from schemas.topics import DEMAND_SAMPLES
 from streams.inspect import read_records
-from streams.metrics import EbbtideMetrics
+from streams.metrics import METRICS, EbbtideMetrics
 from streams.prometheus_demand import QueryRefused, build_queries, value_of
-from streams.services.demand_source import run_demand_source
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS_TEMPLATE = 'sum(demo_gpus_busy{service="{service}"})'
@@ -132,30 +132,28 @@ def test_demand_from_real_prometheus_is_published(
     server.wait_for("exporter scraped", lambda: server.api("query", query="demo_requests_per_s")["result"])
     kafka_topics(DEMAND_SAMPLES)
     settings = load_settings(
-        cluster="c1",
-        kafka={"bootstrap_servers": kafka_broker.bootstrap, "topic_prefix": topic_prefix},
+        cluster="c1", metrics_enabled=False,
+        kafka={"bootstrap_servers": kafka_broker.bootstrap, "topic_prefix": topic_prefix,
+               "create_topics": False},
         demand={
             "prometheus_url": server.url, "interval_s": 0.5, "gpus_busy_query": GPUS_TEMPLATE,
             "requests_per_s_query": RPS_TEMPLATE,
             "services": {"chat": {}, "idle": {}, "broken": {"gpus_busy": "sum(demo_gpus_busy{"}},
         },
     )  # fmt: skip
-    metrics = EbbtideMetrics(CollectorRegistry())
-    source = build_demand_source(settings, metrics)
-    stop = threading.Event()
-    kwargs = {"bootstrap": kafka_broker.bootstrap, "topic_prefix": topic_prefix, "interval_s": 0.5,
-              "stop": stop, "metrics": metrics}  # fmt: skip
-    runner = threading.Thread(target=run_demand_source, args=(source, WallClock()), kwargs=kwargs)
+    stop = threading.Event()  # the service as ``ebbtide run demand-source`` runs it, on the process metrics
+    runner = threading.Thread(target=run_service, args=("demand-source", settings, stop))
     runner.start()
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not metrics.registry.get_sample_value(
+        while time.monotonic() < deadline and not METRICS.registry.get_sample_value(
             "ebbtide_demand_samples_total", {"cluster": "c1", "service": "chat"}
         ):
             time.sleep(0.2)
     finally:
         stop.set()
         runner.join(timeout=30)
+    metrics = METRICS
     published = read_records(kafka_broker.bootstrap, DEMAND_SAMPLES, topic_prefix)
     assert published and all(isinstance(s, DemandSample) for s in published)
     assert {s.service for s in published} == {"chat"}  # the empty and the failed never publish a zero
