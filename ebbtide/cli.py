@@ -17,6 +17,7 @@ _SUB_APPS = {
     "schemas": "ebbtide.cli_schemas",
     "broker": "ebbtide.cli_broker",
     "forecast": "ebbtide.cli_forecast",
+    "job": "ebbtide.cli_job",
 }
 _COMMAND_MODULES = (
     "ebbtide.cli_bench",

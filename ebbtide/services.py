@@ -4,7 +4,8 @@ Creates the topics if asked, serves /metrics and /healthz (a heartbeat the servi
 streams.health), builds the service from settings (ebbtide.wiring)
 and runs it until the stop event is set. The collector is a producer only
 (streams.services.collector): it reads NVML, or the seed cluster's GPUs when asked, every
-``interval_s``.
+``interval_s``. The demand source is one too (streams.services.demand_source): it queries
+Prometheus every ``demand.interval_s``; its settings are checked before the broker is.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import time
 from datetime import datetime
 
 from ebbtide.settings import Settings
-from ebbtide.wiring import PlannerUnavailable, WallClock, build_runtime, load_seed
+from ebbtide.wiring import PlannerUnavailable, WallClock, build_demand_source, build_runtime, load_seed
 from schemas import GpuSample
 from streams.broker import answers_metadata
 from streams.health import STREAM_STALE_AFTER_S, Heartbeat, collector_stale_after_s
 from streams.metrics import METRICS, serve_metrics
 from streams.services.collector import Sampler
 from streams.services.collector import run_collector as produce_samples
+from streams.services.demand_source import DemandSource, run_demand_source
 from streams.services.nvml_reader import NvmlReader, NvmlUnavailable, open_nvml
 from streams.state_diff import gpu_samples_of
 from streams.topics_admin import ensure_catalogue
@@ -55,6 +57,8 @@ def heartbeat_for(service: str, settings: Settings) -> Heartbeat:
     stale_s = settings.health_stale_after_s
     if stale_s is None and service == "collector":
         stale_s = collector_stale_after_s(settings.collector.interval_s)
+    elif stale_s is None and service == "demand-source":
+        stale_s = collector_stale_after_s(settings.demand.interval_s)
     elif stale_s is None:
         stale_s = STREAM_STALE_AFTER_S
     return Heartbeat(service, stale_s)
@@ -82,8 +86,26 @@ def run_collector(settings: Settings, stop: threading.Event, heartbeat: Heartbea
             reader.close()
 
 
+def run_demand(
+    source: DemandSource, settings: Settings, stop: threading.Event, heartbeat: Heartbeat | None = None
+) -> int:
+    log.info("demand-source: %d service(s) from %s every %.0f s", len(source.queries),
+             settings.demand.prometheus_url, settings.demand.interval_s)  # fmt: skip
+    return run_demand_source(
+        source,
+        WallClock(),
+        bootstrap=settings.kafka.bootstrap_servers,
+        topic_prefix=settings.kafka.topic_prefix,
+        interval_s=settings.demand.interval_s,
+        stop=stop,
+        metrics=METRICS,
+        heartbeat=heartbeat,
+    )
+
+
 def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    demand = build_demand_source(settings, METRICS) if service == "demand-source" else None
     if service == "collector" and settings.collector.source == "nvml":
         try:  # fail on a machine without GPUs before touching the broker
             open_nvml().nvmlShutdown()
@@ -105,6 +127,8 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
     try:
         if service == "collector":
             return run_collector(settings, stop, heartbeat)
+        if demand is not None:
+            return run_demand(demand, settings, stop, heartbeat)
         return _run_stream_service(service, settings, stop, heartbeat)
     except PlannerUnavailable as exc:
         print(f"{service}: {exc}", flush=True)

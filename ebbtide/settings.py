@@ -102,6 +102,32 @@ class OptimizerSettings(_Group):
     )
 
 
+class DemandQueries(_Group):
+    """One inference service's PromQL queries; an unset one falls back to the demand.*_query template."""
+
+    gpus_busy: str | None = Field(
+        default=None, min_length=1, description="PromQL: the service's busy GPUs, one series"
+    )
+    requests_per_s: str | None = Field(
+        default=None, min_length=1, description="PromQL: the service's requests per second, one series"
+    )
+
+
+class DemandSettings(_Group):
+    """The Prometheus demand source (``ebbtide run demand-source``)."""
+
+    prometheus_url: str = Field(
+        default="", pattern=r"^(https?://[^\s/]+(/\S*)?)?$", description="Prometheus base URL; required"
+    )
+    interval_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="seconds between query rounds")
+    query_timeout_s: float = Field(default=10.0, gt=0.0, le=300.0)
+    gpus_busy_query: str | None = Field(
+        default=None, min_length=1, description="template for services without their own; {service}: the name"
+    )
+    requests_per_s_query: str | None = Field(default=None, min_length=1, description="template, as above")
+    services: dict[str, DemandQueries] = Field(default_factory=dict, description="service name -> queries")
+
+
 ActuatorSettings = ActuatorConfig
 """The actuator's settings are the actuators package's own config (backend, change bound, retries,
 Kubernetes and Slurm connection), so there is one definition of each setting."""
@@ -135,6 +161,7 @@ class Settings(BaseSettings):
     forecaster: ForecasterSettings = Field(default_factory=ForecasterSettings)
     optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings)
     actuator: ActuatorSettings = Field(default_factory=ActuatorSettings)
+    demand: DemandSettings = Field(default_factory=DemandSettings)
 
     def lends_headroom(self) -> bool:
         """Whether the planner lends idle inference headroom (optimizer.lend_headroom, else on

@@ -31,7 +31,9 @@ from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
 from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
+from streams.prometheus_demand import build_queries
 from streams.services.actuator import ActuatorProcessor
+from streams.services.demand_source import DemandSource, Fetch, prometheus_fetch
 from streams.services.forecaster import ForecasterProcessor
 from streams.services.observe import ServiceMetrics
 from streams.services.optimizer import DecisionHook, OptimizerProcessor
@@ -242,3 +244,29 @@ def build_runtime(
             int(2_000 * (settings.optimizer.decision_budget_s + settings.optimizer.forecast_wait_s)) + 60_000,
         ),
     )
+
+
+def _demand_setting(name: str) -> str:
+    path = ["demand", *name.split(".")]
+    return f"setting {'.'.join(path)} [EBBTIDE_{'__'.join(p.upper() for p in path)}]"
+
+
+def build_demand_source(
+    settings: Settings, metrics: EbbtideMetrics, fetch: Fetch | None = None
+) -> DemandSource:
+    """The Prometheus demand source of the settings (``demand.*``); a missing or unusable setting
+    raises SettingsError naming it before anything is queried or produced."""
+    demand = settings.demand
+    if not demand.prometheus_url:
+        raise SettingsError(
+            f"{_demand_setting('prometheus_url')}: required by the demand source (http://host:9090)"
+        )
+    templates = {"gpus_busy": demand.gpus_busy_query, "requests_per_s": demand.requests_per_s_query}
+    services = {name: q.model_dump() for name, q in demand.services.items()}
+    try:
+        queries = build_queries(services, templates)
+    except ValueError as exc:
+        name, _, problem = str(exc).partition(": ")
+        raise SettingsError(f"{_demand_setting(name)}: {problem}") from None
+    fetch = fetch or prometheus_fetch(demand.prometheus_url, demand.query_timeout_s)
+    return DemandSource(settings.cluster, queries, fetch, metrics)

@@ -237,6 +237,13 @@ class EbbtideMetrics:
         self.gpu_utilization = Gauge("ebbtide_gpu_utilization_ratio", "Mean GPU utilization of a pool (0-1)",
                                      ["cluster", "pool"], registry=r)
         self.gpu_samples = Counter("ebbtide_gpu_samples", "GPU samples read", ["cluster", "pool"], registry=r)
+        self.demand_samples = Counter("ebbtide_demand_samples",
+                                      "DemandSamples the Prometheus demand source published",
+                                      ["cluster", "service"], registry=r)
+        self.demand_query_failures = Counter(
+            "ebbtide_demand_query_failures",
+            "Demand queries to Prometheus refused (failed, empty, several series, out of range): "
+            "no DemandSample is published for the service that step", ["service", "reason"], registry=r)
 
     def _declare_forecasts(self, r: CollectorRegistry) -> None:
         """Forecasts (forecaster)."""
@@ -444,6 +451,22 @@ class EbbtideMetrics:
         for (cluster, pool), values in totals.items():
             self.gpu_utilization.labels(cluster, pool).set(sum(values) / len(values))
             self.gpu_samples.labels(cluster, pool).inc(len(values))
+
+    def record_demand_samples(self, samples: Iterable[DemandSample]) -> None:
+        """DemandSamples the Prometheus demand source published."""
+        for sample in samples:
+            self.demand_samples.labels(sample.cluster, sample.service).inc()
+
+    def declare_demand_services(self, services: Iterable[str], reasons: Iterable[str]) -> None:
+        """Every (service, reason) failure series at 0 at start-up, so rate() sees a first failure."""
+        reasons = tuple(reasons)
+        for service in services:
+            for reason in reasons:
+                self.demand_query_failures.labels(service, reason)
+
+    def record_demand_query_failure(self, service: str, reason: str) -> None:
+        """A demand query refused: nothing is published for ``service`` this step."""
+        self.demand_query_failures.labels(service, reason).inc()
 
     def record_forecast(self, forecast: DemandForecast) -> None:
         """A newly issued forecast: its first step per quantile, degradation and backtest coverage."""
