@@ -101,6 +101,9 @@ class ServiceRuntime:
     on_batch: Callable[[RuntimeStats], None] | None = None
     observe: ServiceMetrics | None = None
     heartbeat: Heartbeat | None = None
+    # TEST HOOK, None in service: called after the outputs are acknowledged (transactional: and
+    # the offsets sent) and right before the commit; the kill tests SIGKILL the process there.
+    before_commit: Callable[[], None] | None = None
     stats: RuntimeStats = field(default_factory=RuntimeStats)
 
     def __post_init__(self) -> None:
@@ -252,6 +255,8 @@ class ServiceRuntime:
             for (topic, partition), offset in self._to_commit.items()
             if TopicPartition(topic, partition) in assignment
         ]
+        if self.before_commit is not None:
+            self.before_commit()
         if offsets:
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
@@ -285,6 +290,9 @@ class ServiceRuntime:
                 [o for o in offsets if o.offset >= 0], self._consumer.consumer_group_metadata(), 30
             )
             self._offsets_sent = True
+        if self.before_commit is not None:
+            self._producer.flush(30)  # the outputs in the log, not yet committed
+            self.before_commit()
         self._producer.commit_transaction(30)
         self._in_transaction = False
         self._offsets_sent = False

@@ -132,14 +132,22 @@ class Loop:
             "EBBTIDE_OPTIMIZER__FORECAST_WAIT_S": "1.0",
         }
 
-    def start_process(self, name: str) -> subprocess.Popen[bytes]:
-        """``ebbtide run <name>`` as its own process (so a test can really kill it)."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "ebbtide.cli", "run", name],
-            env=self.process_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    def start_process(
+        self, name: str, env: dict[str, str] | None = None, log_path: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``ebbtide run <name>`` as its own process (so a test can really kill it); ``env`` adds
+        to its settings (a test hook), ``log_path`` keeps its output (appended)."""
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ebbtide.cli", "run", name],
+                env={**self.process_env(), **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        finally:
+            if log_path:
+                out.close()  # type: ignore[union-attr]
 
     def stop(self, name: str, graceful: bool = True) -> None:
         thread, stop = self.threads.pop(name)
