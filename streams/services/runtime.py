@@ -19,7 +19,8 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    retries, counted in ``ebbtide_delivery_failures_total{service}``. With ``transactional`` (Apache
    Kafka) outputs and offsets commit atomically in one transaction (a failed output makes the
    commit abort; the same rewind follows). While the processor says ``pending()`` (it holds an
-   input it has not answered yet) no offset is committed.
+   input it has not answered yet) no offset is committed. A commit the group refuses because it
+   forgot the member (a broker restarted past the session timeout) is retried, never a crash.
 
 Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
 has one: the service's /healthz answers from it (streams.health).
@@ -65,6 +66,18 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# Commit errors retried on the next poll with the same offsets (their outputs are acknowledged):
+# the broker away, or the group forgot this member (a broker killed and restarted past the
+# session timeout); librdkafka rejoins, and a partition lost meanwhile is replayed from its
+# committed offset by whoever gets it.
+_RETRY_COMMIT = (
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.REBALANCE_IN_PROGRESS,
+)
 
 
 @dataclass
@@ -231,7 +244,7 @@ class ServiceRuntime:
                 log.warning("%s: transaction aborted (%s); replaying inputs", self.processor.name, error)
                 self._abort_and_rewind()
                 return
-            if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            if error.retriable() or error.code() in _RETRY_COMMIT:
                 log.warning("%s: commit will be retried (%s)", self.processor.name, error)
                 time.sleep(0.5)
                 return
