@@ -11,67 +11,24 @@ too), the actuator applies each step's plan and no (plan, target) twice.
 
 from __future__ import annotations
 
-import os
-import signal
-from collections import Counter
-
 import pytest
 from confluent_kafka import Producer
-from loop_factories import cluster, job
-from loop_harness import Loop, new_loop, wait_for
+from loop_harness import (
+    allocations,
+    assert_each_step_once,
+    new_loop,
+    sigkill_broker,
+    step_to,
+    steps,
+    wait_applied,
+)
 
-from schemas import Allocation, ClusterState, JobStatus
+from schemas import ClusterState
 from schemas.codec import encode
-from schemas.topics import ALLOCATIONS, DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
-from streams.broker import BrokerHandle
-from streams.services.runtime import read_topic_to_end
+from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from streams.state_diff import events_between
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _states(steps: int) -> list[ClusterState]:
-    history = [1.0, 2.0]
-    states = []
-    for step in range(steps):
-        history = [*history, float(2 + step % 3)]
-        states.append(
-            cluster(step, [job(f"j{i}", JobStatus.QUEUED, i) for i in range(step + 1)], history=history)
-        )
-    return states
-
-
-def _allocations(loop: Loop) -> list[Allocation]:
-    events = read_topic_to_end(loop.bootstrap, ALLOCATIONS, idle_s=0.3, prefix=loop.prefix)
-    return [e for e in events if isinstance(e, Allocation)]
-
-
-def _step_to(loop: Loop, previous: ClusterState | None, state: ClusterState, feed: bool = True) -> None:
-    if feed:
-        loop.feed(previous, state)
-    wait_for(
-        lambda: len(loop.runtimes["state"].processor.fold.jobs) >= len(state.jobs),
-        timeout_s=90,
-        what="the state service to fold the step's jobs",
-    )
-    loop.clock.when = state.as_of
-
-
-def _wait_applied(loop: Loop, state: ClusterState) -> None:
-    wait_for(
-        lambda: any(a.issued_at == state.as_of for a in _allocations(loop)),
-        timeout_s=120,
-        what=f"the Allocation of {state.as_of}",
-    )
-    plan = next(a.plan_id for a in _allocations(loop) if a.issued_at == state.as_of)
-    wait_for(lambda: plan in loop.plans_done(), timeout_s=60, what="the actuator to apply it")
-
-
-def sigkill_broker(broker: BrokerHandle) -> None:
-    """SIGKILL the broker's JVM (its own process group), then reap it; no shutdown hook runs."""
-    assert broker.pid is not None
-    os.killpg(broker.pid, signal.SIGKILL)
-    broker.stop()  # finds it dead: only reaps it
 
 
 def _produce_while_down(
@@ -108,30 +65,25 @@ def test_broker_sigkilled_mid_step_restarts_and_the_loop_loses_nothing(tmp_path,
 
     data_dir = tmp_path / "kafka"
     broker = start_local_kafka("kill-test", data_dir=data_dir)
-    states = _states(4)
+    states = steps(4)
     loop = new_loop(broker.bootstrap, topic_prefix, states[0], transactions=True)
     try:
         loop.start_all()
         for i in (0, 1):
-            _step_to(loop, states[i - 1] if i else None, states[i])
-            _wait_applied(loop, states[i])
-        _step_to(loop, states[1], states[2])  # the boundary passes: the optimizer plans step 2...
+            step_to(loop, states[i - 1] if i else None, states[i])
+            wait_applied(loop, states[i])
+        step_to(loop, states[1], states[2])  # the boundary passes: the optimizer plans step 2...
         sigkill_broker(broker)  # ...and the broker dies under it
         producer, acked = _produce_while_down(broker.bootstrap, topic_prefix, states[2], states[3])
         bootstrap = broker.bootstrap
         broker = start_local_kafka("kill-test", data_dir=data_dir)
         assert broker.bootstrap == bootstrap  # the same port: the clients reconnect on their own
         assert producer.flush(120) == 0 and "j3" in acked and len(acked) == len(set(acked))
-        _wait_applied(loop, states[2])
-        _step_to(loop, states[2], states[3], feed=False)  # its events all came across the kill
-        _wait_applied(loop, states[3])
-        allocations = _allocations(loop)
+        wait_applied(loop, states[2])
+        step_to(loop, states[2], states[3], feed=False)  # its events all came across the kill
+        wait_applied(loop, states[3])
+        committed = allocations(loop)
     finally:
         loop.stop_all()
         broker.stop()
-    per_step = Counter(a.issued_at for a in allocations)
-    assert {s.as_of: per_step[s.as_of] for s in states} == {s.as_of: 1 for s in states}
-    last = next(a for a in allocations if a.issued_at == states[3].as_of)
-    assert {j.job_id for j in last.jobs} == {"j0", "j1", "j2", "j3"}
-    assert loop.applied and len(loop.applied) == len(set(loop.applied))
-    assert {a.plan_id for a in allocations} <= loop.plans_done()
+    assert_each_step_once(loop, states, committed)
