@@ -255,10 +255,12 @@ def wait_applied(loop: Loop, state: ClusterState) -> None:
 
 
 def sigkill_broker(broker: BrokerHandle) -> None:
-    """SIGKILL the broker's JVM (its own process group), then reap it; no shutdown hook runs."""
+    """SIGKILL the broker's JVM (its own process group), then reap it; no shutdown hook runs.
+    The handle's pid is cleared: it names no process of ours any more."""
     assert broker.pid is not None
-    os.killpg(broker.pid, signal.SIGKILL)
+    os.killpg(broker.pid, signal.SIGKILL)  # unreaped until stop(): the pid cannot be reused
     broker.stop()  # finds it dead: only reaps it
+    broker.pid = None
 
 
 def assert_each_step_once(loop: Loop, states: list[ClusterState], committed: list[Allocation]) -> None:
