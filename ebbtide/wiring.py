@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -197,6 +199,26 @@ def group_id_for(service: str, settings: Settings) -> str:
     return f"{base}.{settings.cluster}" if service in CLUSTER_SCOPED else base
 
 
+TEST_HOOK_KILL_AT_DECISION = "EBBTIDE_TEST_HOOK_SIGKILL_BEFORE_COMMIT_AT_DECISION"
+
+
+def _test_hook_kill(processor: Processor) -> Callable[[], None] | None:
+    """TEST HOOK, off unless ``EBBTIDE_TEST_HOOK_SIGKILL_BEFORE_COMMIT_AT_DECISION=N`` is set: the
+    optimizer SIGKILLs its own process at the first commit after its Nth decision, its outputs
+    produced and acknowledged, its transaction (where there is one) still open. For the kill tests
+    (tests/loop/test_loop_kafka.py); never set in service."""
+    raw = os.environ.get(TEST_HOOK_KILL_AT_DECISION)
+    if not raw or not isinstance(processor, OptimizerProcessor):
+        return None
+    at = int(raw)
+
+    def kill_if_due() -> None:
+        if processor.decisions >= at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return kill_if_due
+
+
 def build_runtime(
     service: str,
     settings: Settings,
@@ -238,6 +260,7 @@ def build_runtime(
         transactional=use_tx,
         transactional_id=f"{kafka.group_prefix}.{service}.{settings.cluster}" if use_tx else None,
         topic_prefix=kafka.topic_prefix,
+        before_commit=_test_hook_kill(processor),
         # Above the longest a poll can wait on a decision (twice the budget and the forecast wait).
         max_poll_interval_ms=max(
             300_000,

@@ -1,5 +1,6 @@
 """The local Apache Kafka 4.x broker: KRaft, one node, started from the cached jars.
 
+(:func:`start_local_kafka_cluster`: three such nodes on loopback, one quorum, for the tests.)
 Used by the tests and by ``ebbtide broker up`` when no external cluster or Docker engine is
 there. The log directory persists (default ``<cache>/kafka-data/<name>``), so a broker stopped
 and started again on the same directory keeps every acknowledged record; the ports it used are
@@ -26,6 +27,7 @@ from streams.broker import (
     handle_when_ready,
     log_tail,
     port_is_free,
+    stop_process_group,
     stop_with_parent,
 )
 from streams.kafka_jars import ensure_jars
@@ -83,11 +85,22 @@ def _choose_ports(data_dir: Path, port: int | None) -> tuple[int, int]:
     return client, controller
 
 
-def server_properties(*, log_dir: Path, client_port: int, controller_port: int) -> str:
+def server_properties(
+    *,
+    log_dir: Path,
+    client_port: int,
+    controller_port: int,
+    node_id: int = 1,
+    voters: str | None = None,
+    replication: int = 1,
+) -> str:
+    """One node's configuration: alone by default; in a cluster its ``node_id``, the quorum's
+    ``voters`` (``id@host:port,...``) and ``replication`` for every topic (min ISR one fewer, at most 2)."""
+    rf, min_isr = str(replication), str(max(1, min(2, replication - 1)))
     settings = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{controller_port}",
         "listeners": f"PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{client_port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -95,15 +108,15 @@ def server_properties(*, log_dir: Path, client_port: int, controller_port: int) 
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(log_dir),
         "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": "3",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": "3",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
         "log.retention.check.interval.ms": "60000",
@@ -222,8 +235,67 @@ def start_local_kafka(
     )
 
 
-def _format_log_dir(java: str, jars: Path, data_dir: Path, config: Path) -> None:
-    """KRaft's first start: ``kafka-storage format`` with a new cluster id."""
+def start_local_kafka_cluster(
+    name: str,
+    *,
+    data_dir: Path,
+    nodes: int = 3,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    log_level: str = "WARN",
+    die_with_parent: bool = False,
+) -> list[BrokerHandle]:
+    """``nodes`` combined broker-controller nodes on loopback, one KRaft quorum, every topic
+    replicated on all of them (``min.insync.replicas`` 2): one handle per node (its own client
+    port; clients bootstrap from all of them). Formatted afresh: for tests."""
+    jars, java = ensure_jars(), _java()
+    ports = [(free_port(), free_port()) for _ in range(nodes)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{ctl}" for i, (_, ctl) in enumerate(ports))
+    cluster_id = _new_cluster_id()
+    launched: list[tuple[subprocess.Popen[bytes], Path, int]] = []
+    try:
+        for i, (client, ctl) in enumerate(ports):
+            node_dir = (data_dir / f"node{i + 1}").resolve()
+            (node_dir / "log").mkdir(parents=True, exist_ok=True)
+            config = node_dir / "server.properties"
+            config.write_text(
+                server_properties(
+                    log_dir=node_dir / "log",
+                    client_port=client,
+                    controller_port=ctl,
+                    node_id=i + 1,
+                    voters=voters,
+                    replication=nodes,
+                )
+            )
+            (node_dir / "log4j2.properties").write_text(_LOG4J2.format(level=log_level))
+            _format_log_dir(java, jars, node_dir, config, cluster_id)
+            process = _launch(java, jars, node_dir, config, node_dir / "broker.log", die_with_parent)
+            launched.append((process, node_dir, client))
+        return [
+            handle_when_ready(
+                process,
+                bootstrap=f"127.0.0.1:{client}",
+                kind="kafka",
+                transactions=True,
+                name=f"{name}-{i + 1}",
+                data_dir=node_dir,
+                log_file=node_dir / "broker.log",
+                timeout_s=ready_timeout_s,
+                what=f"Apache Kafka {name!r} node {i + 1}",
+            )
+            for i, (process, node_dir, client) in enumerate(launched)
+        ]
+    except BaseException:
+        for process, _, _ in launched:
+            if process.poll() is None:
+                stop_process_group(process.pid, timeout_s=5.0, process=process)
+        raise
+
+
+def _format_log_dir(
+    java: str, jars: Path, data_dir: Path, config: Path, cluster_id: str | None = None
+) -> None:
+    """KRaft's first start: ``kafka-storage format`` with a new cluster id (or the cluster's)."""
     formatted = subprocess.run(
         [
             java,
@@ -233,7 +305,7 @@ def _format_log_dir(java: str, jars: Path, data_dir: Path, config: Path) -> None
             "kafka.tools.StorageTool",
             "format",
             "-t",
-            _new_cluster_id(),
+            cluster_id or _new_cluster_id(),
             "-c",
             str(config),
         ],
@@ -271,4 +343,10 @@ def _launch(
         )
 
 
-__all__ = ["default_data_dir", "log_tail", "server_properties", "start_local_kafka"]
+__all__ = [
+    "default_data_dir",
+    "log_tail",
+    "server_properties",
+    "start_local_kafka",
+    "start_local_kafka_cluster",
+]

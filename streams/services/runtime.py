@@ -19,7 +19,8 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    retries, counted in ``ebbtide_delivery_failures_total{service}``. With ``transactional`` (Apache
    Kafka) outputs and offsets commit atomically in one transaction (a failed output makes the
    commit abort; the same rewind follows). While the processor says ``pending()`` (it holds an
-   input it has not answered yet) no offset is committed.
+   input it has not answered yet) no offset is committed. A commit the group refuses because it
+   forgot the member (a broker restarted past the session timeout) is retried, never a crash.
 
 Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
 has one: the service's /healthz answers from it (streams.health).
@@ -66,6 +67,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+# Commit errors retried on the next poll with the same offsets (their outputs are acknowledged):
+# the broker away, or the group forgot this member (a broker killed and restarted past the
+# session timeout); librdkafka rejoins, and a partition lost meanwhile is replayed from its
+# committed offset by whoever gets it.
+_RETRY_COMMIT = (
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.REBALANCE_IN_PROGRESS,
+)
+
 
 @dataclass
 class RuntimeStats:
@@ -101,6 +114,9 @@ class ServiceRuntime:
     on_batch: Callable[[RuntimeStats], None] | None = None
     observe: ServiceMetrics | None = None
     heartbeat: Heartbeat | None = None
+    # TEST HOOK, None in service: called after the outputs are acknowledged (transactional: and
+    # the offsets sent) and right before the commit; the kill tests SIGKILL the process there.
+    before_commit: Callable[[], None] | None = None
     stats: RuntimeStats = field(default_factory=RuntimeStats)
 
     def __post_init__(self) -> None:
@@ -228,7 +244,7 @@ class ServiceRuntime:
                 log.warning("%s: transaction aborted (%s); replaying inputs", self.processor.name, error)
                 self._abort_and_rewind()
                 return
-            if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            if error.retriable() or error.code() in _RETRY_COMMIT:
                 log.warning("%s: commit will be retried (%s)", self.processor.name, error)
                 time.sleep(0.5)
                 return
@@ -252,6 +268,8 @@ class ServiceRuntime:
             for (topic, partition), offset in self._to_commit.items()
             if TopicPartition(topic, partition) in assignment
         ]
+        if self.before_commit is not None:
+            self.before_commit()
         if offsets:
             try:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
@@ -285,6 +303,9 @@ class ServiceRuntime:
                 [o for o in offsets if o.offset >= 0], self._consumer.consumer_group_metadata(), 30
             )
             self._offsets_sent = True
+        if self.before_commit is not None:
+            self._producer.flush(30)  # the outputs in the log, not yet committed
+            self.before_commit()
         self._producer.commit_transaction(30)
         self._in_transaction = False
         self._offsets_sent = False

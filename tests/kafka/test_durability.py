@@ -12,15 +12,15 @@ import os
 import signal
 
 import pytest
+from confluent_kafka import Message, Producer
 from event_samples import sample
-from kafka_helpers import drain
+from kafka_helpers import raw_records
 
 from schemas import GpuSample
+from schemas.codec import decode, encode
 from schemas.topics import GPU_SAMPLES, Topic
 from streams.broker import BrokerHandle
 from streams.broker_kafka import start_local_kafka
-from streams.consumer import ValidatingConsumer
-from streams.producer import Delivered, EventProducer
 from streams.topics_admin import ensure_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -31,25 +31,22 @@ BATCH = 400
 def _produce(
     broker: BrokerHandle, topic: Topic, first: int, acknowledged: dict[tuple[int, int], GpuSample]
 ) -> None:
-    producer = EventProducer(broker.bootstrap)
+    """A batch produced as the services' runtime produces (idempotent, acks=all, keyed)."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(first, first + BATCH):
         event = sample(GpuSample, gpu_index=i, gpu_uuid=f"GPU-{i % 17}")
 
-        def remember(done: Delivered | None, error: object, event: GpuSample = event) -> None:
-            if done is not None:
-                acknowledged[(done.partition, done.offset)] = event
+        def remember(error: object, msg: Message, event: GpuSample = event) -> None:
+            if error is None:
+                acknowledged[(msg.partition(), msg.offset())] = event  # type: ignore[index]
 
-        producer.send(topic, event, on_delivery=remember)
-    producer.flush()
+        producer.produce(topic.name, encode(event), key=event.key.encode(), on_delivery=remember)
+    assert producer.flush(30) == 0
 
 
-def _read_all(broker: BrokerHandle, topic: Topic, group: str, want: int) -> dict[tuple[int, int], GpuSample]:
-    consumer = ValidatingConsumer(broker.bootstrap, group, [topic])
-    try:
-        records = drain(consumer, want=want, quiet_s=1.0)
-    finally:
-        consumer.close()
-    return {(r.partition, r.offset): r.event for r in records}  # type: ignore[misc]
+def _read_all(broker: BrokerHandle, topic: Topic, want: int) -> dict[tuple[int, int], GpuSample]:
+    records = raw_records(broker.bootstrap, topic.name, topic.partitions, want=want)
+    return {(m.partition(), m.offset()): decode(GpuSample, m.value()) for m in records}  # type: ignore[misc]
 
 
 def _assert_all_there(
@@ -78,7 +75,7 @@ def test_acknowledged_records_survive_clean_stop_and_kill(tmp_path) -> None:
     broker = start_local_kafka("durability", data_dir=data_dir, die_with_parent=True)
     try:
         assert broker.bootstrap == first_bootstrap  # the same port, so clients need no new address
-        _assert_all_there(acknowledged, _read_all(broker, topic, "after-clean-stop", BATCH))
+        _assert_all_there(acknowledged, _read_all(broker, topic, BATCH))
         _produce(broker, topic, BATCH, acknowledged)
         assert len(acknowledged) == 2 * BATCH
     finally:
@@ -88,6 +85,6 @@ def test_acknowledged_records_survive_clean_stop_and_kill(tmp_path) -> None:
 
     broker = start_local_kafka("durability", data_dir=data_dir, die_with_parent=True)
     try:
-        _assert_all_there(acknowledged, _read_all(broker, topic, "after-kill", 2 * BATCH))
+        _assert_all_there(acknowledged, _read_all(broker, topic, 2 * BATCH))
     finally:
         broker.stop()

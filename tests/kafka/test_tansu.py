@@ -1,18 +1,16 @@
-"""The embedded Tansu broker (the demo's): topics and the validating consumer work; its handle
-does not claim transactions it does not have."""
+"""The embedded Tansu broker (the demo's): topics and the services' runtime (reading, dead-lettering)
+work; its handle does not claim transactions it does not have."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from event_samples import sample
-from kafka_helpers import drain
+from kafka_helpers import Collect, produce, run_until
 
 from schemas import DemandSample
-from schemas.topics import CATALOGUE, DEAD_LETTERS, DEMAND_SAMPLES
-from streams.consumer import ValidatingConsumer
-from streams.producer import EventProducer
+from schemas.codec import encode
+from schemas.topics import CATALOGUE, DEMAND_SAMPLES
+from streams.services.runtime import ServiceRuntime
 from streams.topics_admin import ensure_topics, partition_counts, prefixed
 
 pytestmark = pytest.mark.kafka
@@ -21,6 +19,7 @@ pytestmark = pytest.mark.kafka
 def test_tansu_serves_the_catalogue_and_dead_letters(tansu_broker, topic_prefix) -> None:
     assert tansu_broker.kind == "tansu" and not tansu_broker.transactions
     topics = [prefixed(t, topic_prefix) for t in CATALOGUE]
+    topics_by = {t.name.removeprefix(topic_prefix): t.name for t in topics}
     outcomes = ensure_topics(tansu_broker.bootstrap, topics, tolerate_config_errors=True)
     assert set(outcomes) == {t.name for t in topics}
     assert (
@@ -30,22 +29,17 @@ def test_tansu_serves_the_catalogue_and_dead_letters(tansu_broker, topic_prefix)
         t.name: t.partitions for t in topics
     }
 
-    demand = next(t for t in topics if t.name.endswith(DEMAND_SAMPLES.name))
-    demand = dataclasses.replace(demand)
-    dead_letters = next(t for t in topics if t.name.endswith(DEAD_LETTERS.name))
-    producer = EventProducer(tansu_broker.bootstrap)
     events = [sample(DemandSample, service="chat", requests_per_s=float(i)) for i in range(5)]
-    for i, event in enumerate(events):
-        producer.send(demand, event)
-        if i == 2:
-            producer.send_raw(demand.name, b"not an event", b"chat")
-    producer.flush()
-    consumer = ValidatingConsumer(
-        tansu_broker.bootstrap, f"{topic_prefix}tansu", [demand], dead_letters=dead_letters
+    records = [(topics_by[DEMAND_SAMPLES.name], encode(e), e.key.encode()) for e in events]
+    records.insert(3, (topics_by[DEMAND_SAMPLES.name], b"not an event", b"chat"))
+    produce(tansu_broker.bootstrap, records)
+    service = Collect(inputs=(DEMAND_SAMPLES,), name="tansu-reader")
+    runtime = ServiceRuntime(
+        service, tansu_broker.bootstrap, f"{topic_prefix}tansu", topic_prefix=topic_prefix
     )
     try:
-        received = drain(consumer, want=len(events), quiet_s=0.5)
+        run_until(runtime, lambda: len(service.got) >= len(events) and runtime.stats.dead_lettered >= 1)
     finally:
-        consumer.close()
-    assert [r.event for r in received] == events  # one key: one partition, order kept
-    assert consumer.dead_lettered == 1
+        runtime.close()
+    assert service.got == events  # one key: one partition, order kept
+    assert runtime.stats.dead_lettered == 1

@@ -1,102 +1,81 @@
-"""Transactions on Apache Kafka: aborted records stay invisible to read_committed consumers, and a
-read-process-write step commits its output and its input offsets together (or neither)."""
+"""Transactions as the services run them (their own :class:`ServiceRuntime`, as the optimizer's):
+a step whose transaction aborts leaves no output visible to the services' read_committed
+consumers and commits no input offset, so the step is replayed and committed once; the aborted
+records are in the log all the same (read_uncommitted sees them)."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from event_samples import sample
-from kafka_helpers import drain
+from kafka_helpers import Collect, produce_events, raw_records, run_until
 
 from schemas import DemandSample
+from schemas.codec import decode
 from schemas.topics import DEMAND_SAMPLES
-from streams.consumer import ValidatingConsumer
-from streams.producer import EventProducer
+from streams.inspect import group_lag
+from streams.services.runtime import ServiceRuntime
 
 pytestmark = pytest.mark.kafka
+
+SOURCE = dataclasses.replace(DEMAND_SAMPLES, partitions=1)
+SINK = dataclasses.replace(SOURCE, name=SOURCE.name + "-out")
 
 
 def _demand(i: int) -> DemandSample:
     return sample(DemandSample, service=f"svc-{i}", requests_per_s=float(i))  # type: ignore[return-value]
 
 
-def test_aborted_transaction_is_invisible_to_read_committed(kafka_broker, kafka_topics, group_id) -> None:
-    assert kafka_broker.transactions
-    (demand,) = kafka_topics(dataclasses.replace(DEMAND_SAMPLES, partitions=1))
-    producer = EventProducer(kafka_broker.bootstrap, transactional_id=group_id("tx"))
-    producer.begin()
-    for i in range(3):
-        producer.send(demand, _demand(i))
-    producer.flush()  # the aborted records really reach the log
-    producer.abort()
-    producer.begin()
-    for i in range(3, 5):
-        producer.send(demand, _demand(i))
-    producer.commit()
+def _abort_first_commit() -> Callable[[], None]:
+    """A before-commit hook failing the first transaction as a lost produce would (abortable)."""
+    calls: list[int] = []
 
-    committed_reader = ValidatingConsumer(kafka_broker.bootstrap, group_id("committed"), [demand])
-    uncommitted_reader = ValidatingConsumer(
-        kafka_broker.bootstrap,
-        group_id("uncommitted"),
-        [demand],
-        config={"isolation.level": "read_uncommitted"},
+    def hook() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            error = KafkaError(KafkaError._STATE, "test: abort this one", txn_requires_abort=True)
+            raise KafkaException(error)
+
+    return hook
+
+
+def test_an_aborted_step_is_invisible_replayed_and_committed_once(
+    kafka_broker, kafka_topics, topic_prefix, group_id
+) -> None:
+    assert kafka_broker.transactions
+    source, sink = kafka_topics(SOURCE, SINK)
+    sent = [_demand(i) for i in range(4)]
+    produce_events(kafka_broker.bootstrap, source.name, sent)
+    copier = Collect(inputs=(SOURCE,), name="copier", answer=lambda event: [(SINK, event)])
+    hook = _abort_first_commit()
+    runtime = ServiceRuntime(
+        processor=copier,
+        bootstrap=kafka_broker.bootstrap,
+        group_id=group_id("copier"),
+        transactional=True,
+        transactional_id=group_id("tx"),
+        topic_prefix=topic_prefix,
+        before_commit=hook,
     )
     try:
-        committed = drain(committed_reader, want=2, quiet_s=1.0)
-        uncommitted = drain(uncommitted_reader, want=5, quiet_s=0.5)
+        run_until(runtime, lambda: runtime.stats.commits >= 1)
     finally:
-        committed_reader.close()
-        uncommitted_reader.close()
-    assert [r.event.service for r in committed] == ["svc-3", "svc-4"]
-    # control: the aborted records are in the log, only hidden from read_committed
-    assert [r.event.service for r in uncommitted] == [f"svc-{i}" for i in range(5)]
+        runtime.close()
+    assert runtime.stats.rewinds == 1 and len(copier.got) == 8  # the aborted step, then its replay
 
-
-def _process_step(bootstrap: str, group: str, source, sink, tx_id: str, *, commit: bool) -> int:  # type: ignore[no-untyped-def]
-    """Read every source record, write a copy to sink, send offsets; commit or abort. Returns records read."""
-    consumer = ValidatingConsumer(bootstrap, group, [source])
-    producer = EventProducer(bootstrap, transactional_id=tx_id)
+    reader = Collect(inputs=(SINK,), name="reader")
+    downstream = ServiceRuntime(reader, kafka_broker.bootstrap, group_id("reader"), topic_prefix=topic_prefix)
     try:
-        records = drain(consumer, want=4, quiet_s=0.5)
-        producer.begin()
-        for record in records:
-            producer.send(sink, record.event)
-        producer.send_offsets_to_transaction(consumer.positions(), consumer.group_metadata())
-        if commit:
-            producer.commit()
-        else:
-            producer.abort()
+        run_until(downstream, lambda: len(reader.got) >= 4)
     finally:
-        consumer.close()
-    return len(records)
-
-
-def test_read_process_write_commits_output_and_offsets_together(kafka_broker, kafka_topics, group_id) -> None:
-    (source,) = kafka_topics(dataclasses.replace(DEMAND_SAMPLES, partitions=1))
-    sink = dataclasses.replace(source, name=source.name + "-out")
-    from streams.topics_admin import ensure_topics
-
-    ensure_topics(kafka_broker.bootstrap, [sink])
-    producer = EventProducer(kafka_broker.bootstrap)
-    for i in range(4):
-        producer.send(source, _demand(i))
-    producer.flush()
-    group = group_id("processor")
-
-    # an aborted step: no output visible, offsets not committed, so the next run re-reads all four
-    assert _process_step(kafka_broker.bootstrap, group, source, sink, group_id("tx"), commit=False) == 4
-    assert _process_step(kafka_broker.bootstrap, group, source, sink, group_id("tx"), commit=True) == 4
-
-    reader = ValidatingConsumer(kafka_broker.bootstrap, group_id("reader"), [sink])
-    try:
-        output = drain(reader, want=4, quiet_s=1.0)
-    finally:
-        reader.close()
-    assert [r.event for r in output] == [_demand(i) for i in range(4)]
-
-    after = ValidatingConsumer(kafka_broker.bootstrap, group, [source])
-    try:
-        assert after.committed_offsets() == {(source.name, 0): 4}
-    finally:
-        after.close()
+        downstream.close()
+    assert reader.got == sent  # once each: the services' consumers never see the aborted copies
+    everything = raw_records(kafka_broker.bootstrap, sink.name, 1, want=8, committed_only=False)
+    assert [
+        decode(DemandSample, m.value()) for m in everything
+    ] == sent + sent  # control: aborted ones are there
+    (lag,) = group_lag(kafka_broker.bootstrap, group_id("copier"), [source.name])
+    assert lag.committed and lag.lag_messages == 0  # the input offsets committed with the output

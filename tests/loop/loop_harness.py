@@ -8,6 +8,7 @@ the fifo baseline as the policy (fast and deterministic) and the engine-backed d
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -17,20 +18,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from confluent_kafka import Producer
+from loop_factories import cluster, job
 from prometheus_client import CollectorRegistry
 
 from actuators.dryrun import DryRunBackend
 from actuators.engine import ActuationEngine
 from ebbtide.settings import Settings, load_settings
 from ebbtide.wiring import Parts, build_runtime
-from schemas import ClusterState
+from schemas import Allocation, ClusterState, JobStatus
 from schemas.codec import encode
 from schemas.targets import parse_target
-from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from schemas.topics import ALLOCATIONS, DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
+from streams.broker import BrokerHandle
 from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
-from streams.services.runtime import ServiceRuntime
+from streams.services.runtime import ServiceRuntime, read_topic_to_end
 from streams.state_diff import events_between, seed_of
 from streams.topics_admin import ensure_catalogue
 
@@ -132,14 +135,22 @@ class Loop:
             "EBBTIDE_OPTIMIZER__FORECAST_WAIT_S": "1.0",
         }
 
-    def start_process(self, name: str) -> subprocess.Popen[bytes]:
-        """``ebbtide run <name>`` as its own process (so a test can really kill it)."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "ebbtide.cli", "run", name],
-            env=self.process_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    def start_process(
+        self, name: str, env: dict[str, str] | None = None, log_path: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        """``ebbtide run <name>`` as its own process (so a test can really kill it); ``env`` adds
+        to its settings (a test hook), ``log_path`` keeps its output (appended)."""
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-m", "ebbtide.cli", "run", name],
+                env={**self.process_env(), **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        finally:
+            if log_path:
+                out.close()  # type: ignore[union-attr]
 
     def stop(self, name: str, graceful: bool = True) -> None:
         thread, stop = self.threads.pop(name)
@@ -200,3 +211,64 @@ def new_loop(bootstrap: str, prefix: str, first: ClusterState, transactions: boo
         clock=ManualClock(first.as_of - timedelta(seconds=first.step_s)),
         transactions=transactions,
     )
+
+
+def steps(count: int) -> list[ClusterState]:
+    """``count`` step snapshots, a queued job more each step (j0, j1, ...), the demand moving."""
+    history = [1.0, 2.0]
+    states = []
+    for step in range(count):
+        history = [*history, float(2 + step % 3)]
+        states.append(
+            cluster(step, [job(f"j{i}", JobStatus.QUEUED, i) for i in range(step + 1)], history=history)
+        )
+    return states
+
+
+def allocations(loop: Loop) -> list[Allocation]:
+    """Every committed Allocation (read_committed), in offset order, duplicates kept."""
+    events = read_topic_to_end(loop.bootstrap, ALLOCATIONS, idle_s=0.3, prefix=loop.prefix)
+    return [e for e in events if isinstance(e, Allocation)]
+
+
+def step_to(loop: Loop, previous: ClusterState | None, state: ClusterState, feed: bool = True) -> None:
+    """Feed a step's events (unless already produced), wait until folded, move the clock to it."""
+    if feed:
+        loop.feed(previous, state)
+    wait_for(
+        lambda: len(loop.runtimes["state"].processor.fold.jobs) >= len(state.jobs),
+        timeout_s=90,
+        what="the state service to fold the step's jobs",
+    )
+    loop.clock.when = state.as_of
+
+
+def wait_applied(loop: Loop, state: ClusterState) -> None:
+    """Wait for the step's Allocation and for the actuator to have acted on it."""
+    wait_for(
+        lambda: any(a.issued_at == state.as_of for a in allocations(loop)),
+        timeout_s=120,
+        what=f"the Allocation of {state.as_of}",
+    )
+    plan = next(a.plan_id for a in allocations(loop) if a.issued_at == state.as_of)
+    wait_for(lambda: plan in loop.plans_done(), timeout_s=60, what="the actuator to apply it")
+
+
+def sigkill_broker(broker: BrokerHandle) -> None:
+    """SIGKILL the broker's JVM (its own process group), then reap it; no shutdown hook runs.
+    The handle's pid is cleared: it names no process of ours any more."""
+    assert broker.pid is not None
+    os.killpg(broker.pid, signal.SIGKILL)  # unreaped until stop(): the pid cannot be reused
+    broker.stop()  # finds it dead: only reaps it
+    broker.pid = None
+
+
+def assert_each_step_once(loop: Loop, states: list[ClusterState], committed: list[Allocation]) -> None:
+    """Exactly one committed Allocation per step (counted), the last deciding every job, each
+    acted on by the actuator, and no (plan, target) applied twice."""
+    per_step = Counter(a.issued_at for a in committed)
+    assert {s.as_of: per_step[s.as_of] for s in states} == {s.as_of: 1 for s in states}
+    last = next(a for a in committed if a.issued_at == states[-1].as_of)
+    assert {j.job_id for j in last.jobs} == {j.spec.job_id for j in states[-1].jobs}
+    assert {a.plan_id for a in committed} <= loop.plans_done()
+    assert loop.applied and len(loop.applied) == len(set(loop.applied))
