@@ -1,4 +1,4 @@
-"""``ebbtide run <service>``, ``ebbtide demo`` and ``ebbtide bench-stream``: the loop's commands.
+"""``ebbtide run <service>``, ``demo``, ``bench-stream`` and ``bench-soak``: the loop's commands.
 
 Kept light: heavy imports happen inside the commands. The services live in streams/ (the only
 layer that imports Kafka clients).
@@ -90,7 +90,20 @@ def bench_stream(
     sys.exit(main(bench_runtime, events=events, runs=runs, json_path=json_path))
 
 
+def bench_soak(
+    days: Annotated[int, typer.Option("--days", min=1, max=60, help="simulated days (96 steps each)")] = 7,
+    jobs: Annotated[int, typer.Option("--jobs", min=16, help="jobs kept in the simulated cluster")] = 2000,
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
+) -> None:
+    """Soak: days of a simulated cluster through the services on a local broker; RSS each day."""
+    from bench.soak import main
+    from ebbtide.soak_wiring import soak_services
+
+    sys.exit(main(soak_services, days=days, jobs=jobs, json_path=json_path))
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("demo")(demo)
     app.command("bench-stream")(bench_stream)
+    app.command("bench-soak")(bench_soak)

@@ -71,6 +71,14 @@ class StateSettings(_Group):
         le=366 * 86_400.0,
         description="an input event dated more than this past the service's clock is dead-lettered",
     )
+    gpu_vanished_steps: int = Field(
+        default=96, ge=1, le=100_000, description="a GPU with no sample for this many steps is forgotten"
+    )
+    job_abandoned_s: float = Field(
+        default=7 * 86_400.0,
+        gt=0.0,
+        description="a job not running with no event for this long is forgotten (counted as abandoned)",
+    )
 
 
 class ForecasterSettings(_Group):

@@ -31,6 +31,7 @@ from loop import Actuator, Clock, Decision, ForecastSource, Policy
 from schemas import ClusterState, JobState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
 from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
+from streams.fold import Pruning
 from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
 from streams.prometheus_demand import build_queries
@@ -143,7 +144,8 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
         clock = parts.clock or WallClock()
         restored = read_topic_to_end(bootstrap, CLUSTER_STATE, idle_s=0.5, prefix=settings.kafka.topic_prefix)
         not_after = clock.now() + timedelta(seconds=settings.state.max_event_skew_s)
-        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps, not_after)
+        pruning = Pruning(settings.state.gpu_vanished_steps, settings.state.job_abandoned_s)
+        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps, not_after, pruning)
         return StateProcessor(
             fold=fold,
             clock=clock,

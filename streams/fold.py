@@ -26,7 +26,14 @@ preempted) is kept in ``first_starts`` until the state service takes them with
 :meth:`ClusterFold.take_first_starts` (for the queue-wait histogram). A job the seed already shows
 running or preempted never counts as starting for the first time.
 
-No I/O, no clock reads: ``snapshot(as_of)`` is given the time.
+Pruning (:meth:`ClusterFold.prune`, after each published snapshot) keeps the fold bounded under
+churn, by the rules of :class:`Pruning`: a GPU with no sample for ``gpu_vanished_steps`` steps
+before ``as_of`` has vanished (a node removed, a GPU replaced) and its telemetry is dropped; a job
+that is not running and has had no event for ``job_abandoned_s`` (its end never came) is
+abandoned: dropped, remembered among the gone ids, and counted in ``counters.jobs_abandoned``.
+A running job is never pruned, however quiet (its GPUs are held until an event says otherwise).
+
+No I/O, no clock reads: ``snapshot(as_of)`` and ``prune(as_of)`` are given the time.
 """
 
 from __future__ import annotations
@@ -86,6 +93,14 @@ class _JobRecord:
     gone: bool = False
 
 
+@dataclass(frozen=True)
+class Pruning:
+    """When the fold forgets a vanished GPU's telemetry and an abandoned job (see the module doc)."""
+
+    gpu_vanished_steps: int = 96
+    job_abandoned_s: float = 7 * 86_400.0
+
+
 @dataclass
 class FoldCounters:
     job_events: int = 0
@@ -93,6 +108,8 @@ class FoldCounters:
     gpu_samples: int = 0
     allocations: int = 0
     ignored: int = 0
+    gpus_vanished: int = 0
+    jobs_abandoned: int = 0
 
 
 @dataclass
@@ -102,6 +119,7 @@ class ClusterFold:
     seed: ClusterState
     max_history_steps: int = 7 * 96
     stale_after_s: float = 0.0
+    pruning: Pruning = field(default_factory=Pruning)
     jobs: dict[str, _JobRecord] = field(default_factory=dict)
     demand: dict[str, dict[int, float]] = field(default_factory=dict)
     gpu_seen: dict[str, dict[str, datetime]] = field(default_factory=dict)
@@ -264,7 +282,7 @@ class ClusterFold:
 
     def pool_available(self, pool: PoolState, as_of: datetime) -> int:
         seen = self.gpu_seen.get(pool.name)
-        if not seen:
+        if seen is None:  # never reported (a pool whose GPUs all vanished has reported: none)
             return pool.gpus_available
         horizon = as_of - timedelta(seconds=self.stale_after_s)
         fresh = sum(1 for t in seen.values() if horizon < t <= as_of + timedelta(seconds=self.step_s))
@@ -349,13 +367,48 @@ class ClusterFold:
     def forget_gone_jobs(self) -> int:
         """Drop finished jobs from memory (after a snapshot has been published). Returns how many."""
         gone = [job_id for job_id, record in self.jobs.items() if record.gone]
-        for job_id in gone:
+        self._forget(gone)
+        return len(gone)
+
+    def _forget(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
             del self.jobs[job_id]
             self.gone_ids.pop(job_id, None)
             self.gone_ids[job_id] = None
         while len(self.gone_ids) > GONE_REMEMBERED:
             del self.gone_ids[next(iter(self.gone_ids))]
-        return len(gone)
+
+    def prune(self, as_of: datetime) -> tuple[int, int]:
+        """Drop vanished GPUs' telemetry and abandoned jobs (see the module doc); how many of each."""
+        vanished_before = as_of - timedelta(seconds=self.pruning.gpu_vanished_steps * self.step_s)
+        gpus = 0
+        for pool, seen in self.gpu_seen.items():
+            old = [uuid for uuid, t in seen.items() if t < vanished_before]
+            nodes = self.gpu_node.get(pool, {})
+            for uuid in old:
+                del seen[uuid]
+                nodes.pop(uuid, None)
+            gpus += len(old)
+        abandoned_before = as_of - timedelta(seconds=self.pruning.job_abandoned_s)
+        abandoned = [
+            job_id
+            for job_id, record in self.jobs.items()
+            if _last_heard(record) < abandoned_before
+            and (record.state is None or record.state.status != JobStatus.RUNNING)
+        ]
+        self._forget(abandoned)
+        self.counters.gpus_vanished += gpus
+        self.counters.jobs_abandoned += len(abandoned)
+        return gpus, len(abandoned)
+
+
+def _last_heard(record: _JobRecord) -> datetime:
+    """When a job last had an event (a job from the seed: when it was submitted or last started)."""
+    if record.last_event is not None:
+        return record.last_event[0]
+    if record.state is None:
+        return EPOCH
+    return max(t for t in (record.state.submitted_at, record.state.started_at) if t is not None)
 
 
 def _never_started(job: JobState | None) -> bool:

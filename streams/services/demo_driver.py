@@ -167,8 +167,12 @@ def run_demo_loop(
     steps: int,
     on_step: Callable[[StepView], None] | None = None,
     step_timeout_s: float = 120.0,
+    keep_steps: bool = True,
 ) -> DemoRun:
-    """Drive ``steps`` steps of ``sim`` through ``services`` over the broker at ``bootstrap``."""
+    """Drive ``steps`` steps of ``sim`` through ``services`` over the broker at ``bootstrap``.
+
+    ``keep_steps=False`` keeps no StepView in ``DemoRun.steps`` (a long soak would hold every snapshot).
+    """
     first = sim.snapshot(sim.clock.now())  # type: ignore[attr-defined]
     run = DemoRun(decision_ms=services.decision_ms)
     failures: list[str] = []
@@ -187,7 +191,8 @@ def run_demo_loop(
             services.feed_clock.set(state.as_of)
             allocation = _wait_allocation(services.backend, state.as_of, failures, deadline)
             view = _step_view(index, steps, state, allocation, runtimes, time.perf_counter() - t0)
-            run.steps.append(view)
+            if keep_steps:
+                run.steps.append(view)
             if on_step is not None:
                 on_step(view)
             sim.advance()  # type: ignore[attr-defined]

@@ -51,7 +51,7 @@ from schemas.topics import (
     JOB_EVENTS,
     Topic,
 )
-from streams.fold import ClusterFold, floor_to_step
+from streams.fold import ClusterFold, Pruning, floor_to_step
 from streams.services.forecaster import drifted
 from streams.services.runtime import Outgoing
 
@@ -200,6 +200,7 @@ class StateProcessor:
         self.triggers.append(reason)
         del self.triggers[:-100]
         self.fold.forget_gone_jobs()
+        self.fold.prune(state.as_of)
         self._dirty = False
         self._republish = False
         return [(CLUSTER_STATE, state)]
@@ -220,6 +221,7 @@ def restore_fold(
     restored: list[Event],
     max_history_steps: int,
     not_after: datetime | None = None,
+    pruning: Pruning | None = None,
 ) -> tuple[ClusterFold, ClusterState | None]:
     """Rebuild the fold from the latest snapshot of this cluster read back from the state topic.
 
@@ -234,7 +236,7 @@ def restore_fold(
         if not_after is None or event.as_of <= not_after:
             latest = event
     if latest is None:
-        return ClusterFold(seed=seed, max_history_steps=max_history_steps), None
+        return ClusterFold(seed=seed, max_history_steps=max_history_steps, pruning=pruning or Pruning()), None
     # The static part (pools, service specs, quotas) comes from configuration; the rest from the snapshot.
     kept = {svc.spec.service: svc for svc in latest.services}
     services = [
@@ -256,4 +258,4 @@ def restore_fold(
             "services": services,
         }
     )
-    return ClusterFold(seed=merged, max_history_steps=max_history_steps), latest
+    return ClusterFold(seed=merged, max_history_steps=max_history_steps, pruning=pruning or Pruning()), latest
