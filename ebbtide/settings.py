@@ -75,7 +75,7 @@ class StateSettings(_Group):
         default=96, ge=1, le=100_000, description="a GPU with no sample for this many steps is forgotten"
     )
     job_abandoned_s: float = Field(
-        default=7 * 86_400.0,
+        default=30 * 86_400.0,
         gt=0.0,
         description="a job not running with no event for this long is forgotten (counted as abandoned)",
     )

@@ -98,7 +98,9 @@ class Pruning:
     """When the fold forgets a vanished GPU's telemetry and an abandoned job (see the module doc)."""
 
     gpu_vanished_steps: int = 96
-    job_abandoned_s: float = 7 * 86_400.0
+    job_abandoned_s: float = 30 * 86_400.0
+    """30 days: a queued job can wait days behind higher-priority work; one with no event for a month
+    (no start, no end, no cancel) is taken as abandoned by its submitter."""
 
 
 @dataclass
