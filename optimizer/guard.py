@@ -27,8 +27,9 @@ def pool_limit(pool: PoolState, now: datetime, seconds: int) -> int:
 def violations(state: ClusterState, allocation: Allocation, now: datetime, horizon_s: int = 0) -> list[str]:
     """What in ``allocation`` breaks a rule no plan may break; empty when it is safe to publish.
 
-    A service's minimum counts as far as its pools can hold it next to the running jobs no plan
-    may preempt, all through the plan's horizon (``horizon_s``; beyond that no plan can give it)."""
+    A service under its minimum is a violation while its pools still have room for one more of its
+    replicas next to every service's planned GPUs and the running jobs no plan may preempt, all
+    through the plan's horizon (``horizon_s``; beyond that no plan can give it)."""
     pools = {p.name: p for p in state.pools}
     limits = {name: pool_limit(p, now, state.step_s) for name, p in pools.items()}
     lasting = {name: pool_limit(p, now, max(horizon_s, state.step_s)) for name, p in pools.items()}
@@ -54,10 +55,16 @@ def violations(state: ClusterState, allocation: Allocation, now: datetime, horiz
             pinned[job.pool] += job.spec.gpus
     for service in state.services:
         spec = service.spec
+        if replicas[spec.service] >= spec.min_replicas:
+            continue
         pools_allowed = [n for n in (spec.allowed_pools or list(limits)) if n in limits]
-        room = sum(max(lasting[n] - pinned[n], 0) for n in pools_allowed)
-        wanted = min(spec.min_replicas, room // spec.gpus_per_replica)  # what any plan can give
-        if replicas[spec.service] < wanted:
+        # Room the plan left in the service's pools, after every service's GPUs and the jobs no plan
+        # may preempt: services share it, so a minimum the pools cannot hold next to the others'
+        # is no violation, but a replica that still fits (batch kept in its place) is.
+        room_left = sum(
+            max(lasting[n] - pinned[n] - math.ceil(service_gpus[n] - 1e-6), 0) for n in pools_allowed
+        )
+        if room_left >= spec.gpus_per_replica:
             found.append(
                 f"service {spec.service} planned at {replicas[spec.service]} replicas, "
                 f"under its min_replicas {spec.min_replicas}"

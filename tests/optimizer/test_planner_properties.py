@@ -211,7 +211,8 @@ def test_no_plan_breaks_min_replicas_or_pool_capacity_even_on_absurd_demand(
             forecasts[name] = fc.model_copy(update={"quantiles": quantiles})
     decision = PlannerPolicy(config=SMALL).decide(state, forecasts, NOW)
     check_plan(state, decision, SMALL.horizon_steps, SMALL.step_s)
-    assert violations(state, decision.allocation, NOW) == []
+    horizon_s = SMALL.horizon_steps * state.step_s  # the horizon the planner's own guard checks over
+    assert violations(state, decision.allocation, NOW, horizon_s) == []
     if decision.plan.solver.status != "Optimal":
         assert decision.allocation.fallback
         assert decision.plan.solver.status in (decision.allocation.fallback_reason or "")
