@@ -21,7 +21,8 @@ from ebbtide.wiring import PlannerUnavailable, WallClock, build_demand_source, b
 from schemas import GpuSample
 from streams.broker import answers_metadata
 from streams.health import STREAM_STALE_AFTER_S, Heartbeat, collector_stale_after_s
-from streams.metrics import METRICS, serve_metrics
+from streams.metrics import METRICS
+from streams.metrics_http import serve_metrics
 from streams.services.collector import Sampler
 from streams.services.collector import run_collector as produce_samples
 from streams.services.demand_source import DemandSource, run_demand_source

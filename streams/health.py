@@ -2,7 +2,7 @@
 
 Every service's loop (the stream services' :class:`streams.services.runtime.ServiceRuntime`, one
 beat per completed poll; the collector, one beat per sample round) calls :meth:`Heartbeat.beat`.
-The metrics server (:func:`streams.metrics.serve_metrics`) answers ``/healthz`` from it on its own
+The metrics server (:func:`streams.metrics_http.serve_metrics`) answers ``/healthz`` from it on its own
 thread: 200 while the last beat is at most ``stale_after_s`` old, 503 with a one-line reason once
 it is older, so a loop wedged in a call that never returns reads as dead to Kubernetes while
 ``/metrics`` keeps being served. A broker that is away does not stop the beats (the poll returns

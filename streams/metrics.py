@@ -1,7 +1,7 @@
 """Prometheus metrics of every ebbtide service: the one place that defines them, and helpers to record.
 
 Every stage of the loop (collector, state, forecaster, optimizer, actuator) exposes these on its
-metrics port via :func:`serve_metrics`. Services never create metric objects; they call the
+metrics port (streams/metrics_http.py). Services never create metric objects; they call the
 ``record_*`` helpers of an :class:`EbbtideMetrics` with the events they already hold (a
 ``Decision``, a ``DemandForecast`` and the ``DemandSample`` that came true, an
 ``ActuationResult``, a ``DeadLetter``, (position, high watermark) pairs). Tests build their own
@@ -15,16 +15,9 @@ tests/observability/ checks that they do.
 
 from __future__ import annotations
 
-import math
-import socket
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
-from typing import get_args
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -34,9 +27,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    make_wsgi_app,
 )
-from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from loop import Decision
@@ -51,86 +42,18 @@ from schemas import (
     JobAction,
     JobEvent,
     JobState,
-    PlanStep,
 )
-from schemas.actuation import Outcome
-from streams.health import Heartbeat, with_health
-
-DEFAULT_METRICS_PORT = 9095
-"""The port every service serves /metrics on unless EBBTIDE_METRICS_PORT says otherwise."""
-
-LATENCY_BUCKETS_S = (
-    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.8),
-    *(1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+from streams.metric_series import (
+    ACTUATION_OUTCOMES,
+    FORECAST_ERROR_BUCKETS_GPUS,
+    LATENCY_BUCKETS_S,
+    MAX_PRIORITY_CLASSES,
+    QUEUE_WAIT_BUCKETS_S,
+    Series,
+    forecast_step_index,
+    partition_lag_messages,
+    plan_steps_by_hour,
 )
-"""0.8 s is the default decision budget: EbbtideDecisionLatencyHigh compares p99 with it exactly."""
-FORECAST_ERROR_BUCKETS_GPUS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
-QUEUE_WAIT_BUCKETS_S = (
-    *(60.0, 300.0, 900.0, 1800.0, 3600.0, 2 * 3600.0, 4 * 3600.0, 8 * 3600.0, 12 * 3600.0),
-    *(86400.0, 2 * 86400.0, 4 * 86400.0, 7 * 86400.0),
-)
-"""A minute to a week: a job that waited under a minute lands in the first bucket."""
-
-PLAN_HOURS_AHEAD = tuple(range(24))
-"""The hours ahead the planned horizon is exported at: every whole hour of the next 24 h.
-
-Every hour rather than a sparse set (0, 1, 2, 4, 8, ...): the dashboard's "next 24 h" panel
-reads as one bar per hour, and a plan's afternoon ramp or a batch window would fall between
-sparse points. The cost is fixed: 24 series per (service, pool) the plan uses, and 24 per pool
-for batch, whatever the step length or horizon (a 15-minute step plan of 96 steps is sampled at
-its step starting on each whole hour; hours past the plan's horizon are not exported).
-"""
-
-MAX_PRIORITY_CLASSES = 16
-"""Distinct priority classes per cluster the queue-wait histogram labels; later ones read "other".
-
-JobSpec.priority_class is any name the submitter gives, so the label is capped here (a cluster
-configures a handful of classes; a misbehaving submitter must not mint a histogram per job).
-"""
-
-Series = dict[tuple[str, ...], float]
-"""Values of a gauge's series for one cluster, keyed by the label values after ``cluster``."""
-
-COMPONENTS = ("collector", "state", "forecaster", "optimizer", "actuator")
-ACTUATION_OUTCOMES: tuple[str, ...] = get_args(Outcome)
-
-
-def partition_lag_messages(position: int, high_watermark: int, low_watermark: int = 0) -> int | None:
-    """Messages a consumer still has to read in one partition, or None when the broker gave no watermark.
-
-    ``position`` is the next offset the consumer will read (confluent-kafka's ``position()``); a
-    negative one (``OFFSET_INVALID``, no position yet) means everything from the low watermark
-    is still to read. Never negative: a position past a high watermark fetched a moment earlier
-    counts as caught up.
-    """
-    if high_watermark < 0:
-        return None
-    start = position if position >= 0 else max(low_watermark, 0)
-    return max(high_watermark - start, 0)
-
-
-def plan_steps_by_hour(plan: HorizonPlan) -> dict[int, PlanStep]:
-    """The step of ``plan`` in force at each hour of PLAN_HOURS_AHEAD after its issue, within its horizon.
-
-    Step k covers [issued_at + k*step_s, issued_at + (k+1)*step_s); hour h reads the step that covers
-    issued_at + h hours.
-    """
-    steps: dict[int, PlanStep] = {}
-    for hour in PLAN_HOURS_AHEAD:
-        index = (hour * 3600) // plan.step_s
-        if index >= len(plan.steps):
-            break
-        steps[hour] = plan.steps[index]
-    return steps
-
-
-def forecast_step_index(forecast: DemandForecast, at: datetime) -> int | None:
-    """The horizon step that covers ``at``: step k covers [issued_at + k*step_s, issued_at + (k+1)*step_s)."""
-    offset_s = (at - forecast.issued_at).total_seconds()
-    if offset_s < 0:
-        return None
-    index = math.floor(offset_s / forecast.step_s)
-    return index if index < forecast.horizon_steps else None
 
 
 class EbbtideMetrics:
@@ -534,27 +457,6 @@ class EbbtideMetrics:
         return total
 
 
-def exported_sample_names(registry: CollectorRegistry) -> set[str]:
-    """Every series name a scrape of ``registry`` can show (counters' _total, histograms' _bucket...)."""
-    suffixes = {
-        "counter": ("_total", "_created"),
-        "histogram": ("_bucket", "_sum", "_count", "_created"),
-        "summary": ("", "_sum", "_count", "_created"),
-        "gauge": ("",),
-        "info": ("_info",),
-    }
-    names: set[str] = set()
-    for family in registry.collect():
-        names.update(family.name + s for s in suffixes.get(family.type, ("",)))
-        names.update(sample.name for sample in family.samples)
-    return names
-
-
-def ebbtide_metric_names() -> set[str]:
-    """The series names the ebbtide metrics define (on a throwaway registry)."""
-    return exported_sample_names(EbbtideMetrics(CollectorRegistry()).registry)
-
-
 def _process_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     collector: Collector
@@ -568,57 +470,3 @@ REGISTRY = _process_registry()
 
 METRICS = EbbtideMetrics(REGISTRY)
 """The process-wide metrics; services record through it, tests build their own EbbtideMetrics."""
-
-
-@dataclass(frozen=True)
-class MetricsEndpoint:
-    """A running /metrics (and /healthz) server: the port it bound, and how to stop it."""
-
-    port: int
-    server: WSGIServer
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def serve_metrics(
-    port: int = DEFAULT_METRICS_PORT,
-    addr: str = "0.0.0.0",
-    registry: CollectorRegistry = REGISTRY,
-    health: Heartbeat | None = None,
-) -> MetricsEndpoint:
-    """Serve ``registry`` on http://addr:port/metrics in a daemon thread (any other path answers too).
-
-    With ``health``, ``/healthz`` answers from that heartbeat instead (streams.health: 200 while the
-    loop has stepped recently, 503 with the reason once it has not). Port 0 picks a free port
-    (tests). Raises OSError naming the address when the port is taken.
-    """
-    app = make_wsgi_app(registry)
-    if health is not None:
-        app = with_health(app, health)
-
-    class Server(ThreadingWSGIServer):
-        pass
-
-    try:
-        Server.address_family, host = _address_family(addr, port)
-        server = make_server(host, port, app, Server, handler_class=_QuietHandler)
-    except OSError as exc:
-        raise OSError(exc.errno, f"metrics port {addr}:{port}: {exc.strerror}") from exc
-    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
-    return MetricsEndpoint(port=int(server.server_address[1]), server=server)
-
-
-def _address_family(addr: str, port: int) -> tuple[socket.AddressFamily, str]:
-    """IPv4 or IPv6 as ``addr`` asks (prometheus-client's start_http_server does the same)."""
-    infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, _, _, _, sockaddr = infos[0]
-    return family, str(sockaddr[0])
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log line per scrape or probe."""
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass

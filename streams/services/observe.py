@@ -22,7 +22,8 @@ from schemas import (
     JobEvent,
 )
 from schemas.base import Event
-from streams.metrics import EbbtideMetrics, forecast_step_index
+from streams.metric_series import forecast_step_index
+from streams.metrics import EbbtideMetrics
 
 
 @dataclass

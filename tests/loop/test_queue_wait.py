@@ -16,7 +16,8 @@ from tests_clock import ManualClock
 from schemas import ClusterState, JobEvent, JobEventKind, JobSpec
 from schemas.topics import JOB_EVENTS
 from streams.fold import ClusterFold
-from streams.metrics import MAX_PRIORITY_CLASSES, EbbtideMetrics
+from streams.metric_series import MAX_PRIORITY_CLASSES
+from streams.metrics import EbbtideMetrics
 from streams.services.state import StateProcessor, restore_fold
 from streams.state_diff import seed_of
 

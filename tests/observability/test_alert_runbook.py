@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.metrics import ebbtide_metric_names
+from streams.metrics_http import ebbtide_metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "ebbtide-rules.yml"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.metrics import ebbtide_metric_names
+from streams.metrics_http import ebbtide_metric_names
 
 promql_names = pytest.importorskip(
     "promql_names", reason="promql-parser missing: run scripts/install_deploy_tools.sh"

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from ebbtide.services import heartbeat_for
 from ebbtide.settings import load_settings
 from streams.health import HEALTH_PATH, STREAM_STALE_AFTER_S, Heartbeat
-from streams.metrics import EbbtideMetrics, MetricsEndpoint, serve_metrics
+from streams.metrics import EbbtideMetrics
+from streams.metrics_http import MetricsEndpoint, serve_metrics
 from streams.services.collector import run_collector
 
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from streams.health import HEALTH_PATH
-from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
+from streams.metric_series import COMPONENTS, DEFAULT_METRICS_PORT
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate missing: run scripts/install_deploy_tools.sh"

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from ebbtide.settings import load_settings
-from streams.metrics import COMPONENTS, DEFAULT_METRICS_PORT
+from streams.metric_series import COMPONENTS, DEFAULT_METRICS_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -30,13 +30,9 @@ from schemas import (
     ServiceState,
     SolverInfo,
 )
-from streams.metrics import (
-    EbbtideMetrics,
-    ebbtide_metric_names,
-    forecast_step_index,
-    partition_lag_messages,
-    serve_metrics,
-)
+from streams.metric_series import forecast_step_index, partition_lag_messages
+from streams.metrics import EbbtideMetrics
+from streams.metrics_http import ebbtide_metric_names, serve_metrics
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

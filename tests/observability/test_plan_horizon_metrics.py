@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from prometheus_client import CollectorRegistry
 
 from schemas import HorizonPlan, JobPlacement, PlanStep, ServiceCapacity, SolverInfo
-from streams.metrics import PLAN_HOURS_AHEAD, EbbtideMetrics, plan_steps_by_hour
+from streams.metric_series import PLAN_HOURS_AHEAD, plan_steps_by_hour
+from streams.metrics import EbbtideMetrics
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

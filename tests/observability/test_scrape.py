@@ -13,7 +13,8 @@ from prometheus_client import CollectorRegistry
 
 from loop import Decision
 from schemas import Allocation, HorizonPlan, PlanStep, ServiceDecision, SolverInfo
-from streams.metrics import EbbtideMetrics, serve_metrics
+from streams.metrics import EbbtideMetrics
+from streams.metrics_http import serve_metrics
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
