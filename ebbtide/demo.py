@@ -108,7 +108,7 @@ def _baselines(scenario: Any) -> tuple[Any, str, Any]:
 def run_demo(
     steps: int, settings: Settings, out_dir: Path, console: Console, bootstrap: str | None = None
 ) -> DemoResult:
-    from ebbtide.demo_wiring import demo_services
+    from ebbtide.demo_wiring import demo_services, simulated_settings
     from simulator.cluster import Simulator
     from simulator.metrics import compute_metrics
     from streams.services.demo_driver import run_demo_loop
@@ -125,18 +125,9 @@ def run_demo(
         fifo_metrics, strongest, strongest_metrics = _baselines(scenario)
     with _broker(bootstrap, out_dir, console) as servers:
         prefix = settings.kafka.topic_prefix or (f"demo-{uuid.uuid4().hex[:6]}." if bootstrap else "")
-        kafka = settings.kafka.model_copy(
-            update={"bootstrap_servers": servers, "topic_prefix": prefix, "group_prefix": prefix or "ebbtide"}
-        )
         sim = Simulator(scenario)
-        run_settings = settings.model_copy(
-            update={
-                "cluster": scenario.cluster,
-                "step_s": scenario.step_s,
-                "kafka": kafka,
-                "state": settings.state.model_copy(update={"max_history_steps": sim.history_steps}),
-                "horizon_steps": max(86400 // scenario.step_s, 1),
-            }
+        run_settings = simulated_settings(
+            settings, sim, bootstrap=servers, prefix=prefix, group_prefix=prefix or "ebbtide"
         )
         run = run_demo_loop(
             sim,

@@ -19,6 +19,26 @@ from streams.topics_admin import ensure_catalogue
 SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
 
 
+def simulated_settings(
+    settings: Settings, sim: Simulator, *, bootstrap: str, prefix: str, group_prefix: str
+) -> Settings:
+    """``settings`` pointed at the broker and topic prefix, with the simulator's cluster, step and
+    history and a day's horizon: what the services of a simulated run are built from."""
+    kafka = settings.kafka.model_copy(
+        update={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "group_prefix": group_prefix}
+    )
+    scenario = sim.scenario
+    return settings.model_copy(
+        update={
+            "cluster": scenario.cluster,
+            "step_s": scenario.step_s,
+            "kafka": kafka,
+            "state": settings.state.model_copy(update={"max_history_steps": sim.history_steps}),
+            "horizon_steps": max(86400 // scenario.step_s, 1),
+        }
+    )
+
+
 def demo_services(sim: Simulator, settings: Settings, policy: Policy) -> DemoServices:
     """Create the topics and build the services the driver runs, in their threads' order."""
     ensure_catalogue(settings.kafka.bootstrap_servers, settings.kafka.topic_prefix)

@@ -103,23 +103,7 @@ def keep_current_state(
 ) -> Decision:
     """Last line of defence when even the greedy fallback fails: change nothing. Running jobs keep
     running where they are, waiting jobs wait, services keep their replicas."""
-    pools = {p.name for p in state.pools}
-    services = [
-        ServiceCapacity(
-            service=s.spec.service, pool=pool, replicas=n, gpus=float(n * s.spec.gpus_per_replica)
-        )
-        for s in state.services
-        for pool, n in s.replicas.items()
-        if pool in pools and n > 0
-    ]
-    running = [j for j in state.jobs if j.status == JobStatus.RUNNING and j.pool in pools]
-    placements = [JobPlacement(job_id=j.spec.job_id, pool=j.pool or "", gpus=j.spec.gpus) for j in running]
-    steps = [
-        PlanStep(
-            index=t, start=now + timedelta(seconds=config.step_s * t), services=services, jobs=placements
-        )
-        for t in range(config.horizon_steps)
-    ]
+    services, running, steps = _current_steps(state, now, config)
     info = SolverInfo(
         solver="none", status="fallback-failed", time_ms=0.0, fallback=True, fallback_reason=reason
     )
@@ -169,3 +153,27 @@ def _kept_jobs(state: ClusterState, running: list[JobState], reason: str) -> lis
         for j in state.jobs
         if j.status in (JobStatus.RUNNING, JobStatus.QUEUED)
     ]
+
+
+def _current_steps(
+    state: ClusterState, now: datetime, config: PlannerConfig
+) -> tuple[list[ServiceCapacity], list[JobState], list[PlanStep]]:
+    """What runs now (services' replicas, running jobs) held over every step of the horizon."""
+    pools = {p.name for p in state.pools}
+    services = [
+        ServiceCapacity(
+            service=s.spec.service, pool=pool, replicas=n, gpus=float(n * s.spec.gpus_per_replica)
+        )
+        for s in state.services
+        for pool, n in s.replicas.items()
+        if pool in pools and n > 0
+    ]
+    running = [j for j in state.jobs if j.status == JobStatus.RUNNING and j.pool in pools]
+    placements = [JobPlacement(job_id=j.spec.job_id, pool=j.pool or "", gpus=j.spec.gpus) for j in running]
+    steps = [
+        PlanStep(
+            index=t, start=now + timedelta(seconds=config.step_s * t), services=services, jobs=placements
+        )
+        for t in range(config.horizon_steps)
+    ]
+    return services, running, steps

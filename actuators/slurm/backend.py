@@ -175,18 +175,7 @@ class SlurmBackend:
             for r in self.transport.reservations()
             if r.get("ReservationName", "").startswith(RESERVATION_PREFIX)
         ]
-        total: dict[str, int] = {}
-        free: dict[str, int] = {}
-        per_node: dict[str, int] = {}
-        for node in nodes:
-            gpus = _gres_gpus(str(node.get("gres") or ""))
-            used = _gres_gpus(str(node.get("gres_used") or ""))
-            state = str(node.get("state", "")).lower()
-            usable = state not in {"down", "drained", "draining", "fail", "failing", "future", "unknown"}
-            for pool in node.get("partitions") or []:
-                total[pool] = total.get(pool, 0) + gpus
-                free[pool] = free.get(pool, 0) + (max(gpus - used, 0) if usable else 0)
-                per_node[pool] = max(per_node.get(pool, 0), gpus)
+        total, free, per_node = _pool_gpus(nodes)
         self._gpus_per_node = per_node
 
         chosen = _one_job_per_name(jobs_raw)
@@ -414,3 +403,21 @@ class SlurmBackend:
 
 
 __all__ = ["PHASE_JOBS", "SlurmBackend", "SlurmTransport", "job_gpus", "job_phase", "reservation_name"]
+
+
+def _pool_gpus(nodes: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Per partition: GPUs in all, GPUs free on usable nodes (down, drained and failing ones count
+    none), and the most GPUs one node holds."""
+    total: dict[str, int] = {}
+    free: dict[str, int] = {}
+    per_node: dict[str, int] = {}
+    for node in nodes:
+        gpus = _gres_gpus(str(node.get("gres") or ""))
+        used = _gres_gpus(str(node.get("gres_used") or ""))
+        state = str(node.get("state", "")).lower()
+        usable = state not in {"down", "drained", "draining", "fail", "failing", "future", "unknown"}
+        for pool in node.get("partitions") or []:
+            total[pool] = total.get(pool, 0) + gpus
+            free[pool] = free.get(pool, 0) + (max(gpus - used, 0) if usable else 0)
+            per_node[pool] = max(per_node.get(pool, 0), gpus)
+    return total, free, per_node
