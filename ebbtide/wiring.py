@@ -278,6 +278,10 @@ def build_runtime(
 def build_cluster_source(settings: Settings) -> ClusterSource:
     """The cluster source of ``source.backend``; unset raises SettingsError naming it."""
     backend = settings.source.backend
+    if backend == "slurm":
+        from actuators.slurm.source import slurm_source
+
+        return slurm_source(settings.actuator.slurm, settings.cluster)
     if backend is None:
         raise SettingsError(
             "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source (slurm or kubernetes)"
