@@ -99,3 +99,24 @@ def test_the_gang_is_the_gres_request_times_the_nodes_or_the_jobs_gpus(
     sid = out.stdout.strip().split(";")[0]
     job = make_source(slurm_cluster).snapshot().jobs[f"test-{sid}"]
     assert job.spec is not None and job.spec.gpus == gpus
+
+
+def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from actuators.slurm.rest import SlurmRest
+
+    url, token = slurm_cluster.start_rest(user="daemon")
+    good = slurm_cluster.submit("rest-good", "pool-a,pool-b", gpus=2, user="daemon",
+                                comment="ebbtide: est_gpu_h=1 weight=2")  # fmt: skip
+    bad = slurm_cluster.submit("rest-bad", "pool-a", gpus=2, user="daemon", comment="ebbtide: weight=2")
+    cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
+    via_rest = SlurmSource(SlurmRest(url, "daemon", token, cli=cli), cluster="test").snapshot()
+    assert comment_of(slurm_cluster, bad) == "ebbtide: weight=2 | ebbtide-error: est_gpu_h: required " + (
+        "(GPU-hours of work, e.g. est_gpu_h=4)"
+    ), "noted through slurmrestd, as the job's owner"
+    via_cli = make_source(slurm_cluster).snapshot()
+    assert list(via_rest.jobs) == [f"test-{good}"]
+    assert via_rest.jobs == via_cli.jobs
+    assert via_rest.inventory is not None and via_cli.inventory is not None
+    assert via_rest.inventory.pools == via_cli.inventory.pools
