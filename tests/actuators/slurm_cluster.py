@@ -244,7 +244,7 @@ class SlurmCluster:
         """The file a test job writes when it receives its checkpoint signal (SIGUSR1)."""
         return self.root / "markers" / f"{job_name}.checkpointed"
 
-    def start_rest(self, user: str = "daemon") -> tuple[str, str]:
+    def start_rest(self, user: str = "daemon", api: str = "v0.0.38") -> tuple[str, str]:
         """Start slurmrestd (JWT auth, as ``nobody``); return its URL and a token for ``user``."""
         for path in (self.root, self.root / "etc"):
             os.chmod(path, 0o755)
@@ -264,7 +264,7 @@ class SlurmCluster:
                 "-a",
                 "rest_auth/jwt",
                 "-s",
-                "openapi/v0.0.38",
+                f"openapi/{api}",
                 f"127.0.0.1:{port}",
             ],
             env={**self.env, "SLURM_JWT": "daemon"},

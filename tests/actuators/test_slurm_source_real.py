@@ -111,7 +111,9 @@ def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
                                 comment="ebbtide: est_gpu_h=1 weight=2")  # fmt: skip
     bad = slurm_cluster.submit("rest-bad", "pool-a", gpus=2, user="daemon", comment="ebbtide: weight=2")
     cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
-    via_rest = SlurmSource(SlurmRest(url, "daemon", token, cli=cli), cluster="test").snapshot()
+    rest = SlurmRest(url, "daemon", token, cli=cli)
+    via_rest = SlurmSource(rest, cluster="test").snapshot()
+    assert rest.api == "/slurm/v0.0.38", "negotiated from the daemon's /openapi"
     assert comment_of(slurm_cluster, bad) == "ebbtide: weight=2 | ebbtide-error: est_gpu_h: required " + (
         "(GPU-hours of work, e.g. est_gpu_h=4)"
     ), "noted through slurmrestd, as the job's owner"
@@ -120,3 +122,15 @@ def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
     assert via_rest.jobs == via_cli.jobs
     assert via_rest.inventory is not None and via_cli.inventory is not None
     assert via_rest.inventory.pools == via_cli.inventory.pools
+
+
+def test_a_slurmrestd_offering_no_version_ebbtide_reads_is_refused_naming_what_it_offers(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from actuators.base import PermanentError
+    from actuators.slurm.rest import SlurmRest
+
+    url, token = slurm_cluster.start_rest(user="daemon", api="v0.0.37")
+    source = SlurmSource(SlurmRest(url, "daemon", token), cluster="test")
+    with pytest.raises(PermanentError, match=r"offers OpenAPI v0\.0\.37; ebbtide reads v0\.0\.38"):
+        source.snapshot()
