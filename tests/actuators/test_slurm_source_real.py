@@ -134,3 +134,27 @@ def test_a_slurmrestd_offering_no_version_ebbtide_reads_is_refused_naming_what_i
     source = SlurmSource(SlurmRest(url, "daemon", token), cluster="test")
     with pytest.raises(PermanentError, match=r"offers OpenAPI v0\.0\.37; ebbtide reads v0\.0\.38"):
         source.snapshot()
+
+
+def test_a_job_that_left_squeue_is_read_from_sacct(accounted_cluster: SlurmCluster) -> None:
+    sid = accounted_cluster.submit("acct", "pool-a", gpus=2, comment="ebbtide: est_gpu_h=1", run_s=1)
+    key = f"test-{sid}"
+    source = make_source(accounted_cluster)
+    last: dict[str, JobEventKind] = {}
+
+    def step() -> list[JobEventKind]:
+        events = lifecycle_events(last, source.snapshot())
+        last.update({e.job_id: e.kind for e in events})
+        return [e.kind for e in events]
+
+    assert step() == [JobEventKind.SUBMITTED]
+    accounted_cluster.run("scontrol", "release", str(sid))
+    wait_for(lambda: source.snapshot().jobs[key].phase == "running", what="the released job to run")
+    assert step() == [JobEventKind.STARTED]
+
+    def left_squeue() -> bool:
+        return str(sid) not in accounted_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split()
+
+    wait_for(left_squeue, timeout_s=60, what="slurmctld to purge the ended job")
+    assert step() == [JobEventKind.FINISHED], "from sacct, not vanished (cancelled)"
+    assert step() == [] and key not in source.snapshot().jobs, "an ended job is looked up no more"
