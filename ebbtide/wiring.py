@@ -281,7 +281,13 @@ def build_cluster_source(settings: Settings) -> ClusterSource:
     if backend == "slurm":
         from actuators.slurm.source import slurm_source
 
-        return slurm_source(settings.actuator.slurm, settings.cluster)
+        slurm = settings.actuator.slurm
+        if slurm.rest_url and not (slurm.rest_token or os.environ.get("SLURM_JWT")):
+            raise SettingsError(
+                "setting actuator.slurm.rest_token [EBBTIDE_ACTUATOR__SLURM__REST_TOKEN]: required with "
+                "actuator.slurm.rest_url (or set SLURM_JWT)"
+            )
+        return slurm_source(slurm, settings.cluster)
     if backend is None:
         raise SettingsError(
             "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source (slurm or kubernetes)"
