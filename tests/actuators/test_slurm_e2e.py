@@ -1,15 +1,20 @@
 """ebbtide end to end on a real Slurm cluster over a real Apache Kafka broker (``e2e``, ``slurm``).
 
-Users ``sbatch --hold`` short jobs with ebbtide comments; the source, state, forecaster, optimizer
-(the ebbtide planner) and actuator (backend ``slurm``) run as threads, each built by the wiring
-from settings as ``ebbtide run <service>`` builds it, on a 4 s step. ebbtide observes the jobs,
-releases them on a partition, Slurm runs them (``sleep``), they complete, ebbtide sees it and
-releases the next. Mid-run the source is stopped and started again from what it published.
+Users ``sbatch --hold`` short jobs with ebbtide comments; ``ebbtide run source`` runs as its own
+process, the state, forecaster, optimizer (the ebbtide planner) and actuator (backend ``slurm``)
+as threads, each built by the wiring from settings as ``ebbtide run <service>`` builds it, on a
+4 s step. ebbtide observes the jobs, releases them on a partition, Slurm runs them (``sleep``),
+they complete, ebbtide sees it and releases the next. Mid-run the source process is SIGKILLed and
+started again: it resumes from what it published.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -24,13 +29,11 @@ from test_slurm_real import wait_for
 
 from actuators.slurm.records import job_gpus, job_phase
 from ebbtide.settings import Settings, load_settings
-from ebbtide.wiring import build_cluster_source, build_runtime, build_source_publisher
+from ebbtide.wiring import build_runtime
 from schemas import ActuationResult, JobEvent, JobEventKind
 from schemas.topics import ACTUATIONS, JOB_EVENTS
 from streams.metrics import EbbtideMetrics
-from streams.producer import EventProducer
 from streams.services.runtime import read_topic_to_end
-from streams.services.source import run_source
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slurm, pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -99,18 +102,24 @@ def e2e_settings(bootstrap: str, prefix: str, slurm: SlurmCluster, spec: Path) -
     )
 
 
-def start_source(threads: Threads, settings: Settings, metrics: EbbtideMetrics) -> None:
-    publisher = build_source_publisher(settings, build_cluster_source(settings))
-
-    def body(stop: threading.Event) -> None:
-        producer = EventProducer(settings.kafka.bootstrap_servers, client_id="e2e-source")
-        try:
-            run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
-                       interval_s=settings.source.interval_s, stop=stop, metrics=metrics)  # fmt: skip
-        finally:
-            producer.close()
-
-    threads.start("source", body)
+def start_source_process(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    """``ebbtide run source`` as its own process, with the same settings from the environment."""
+    env = {
+        **os.environ,
+        "EBBTIDE_CLUSTER": settings.cluster,
+        "EBBTIDE_STEP_S": str(settings.step_s),
+        "EBBTIDE_CLUSTER_SPEC": str(settings.cluster_spec),
+        "EBBTIDE_METRICS_ENABLED": "false",
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
+        "EBBTIDE_SOURCE__BACKEND": "slurm",
+        "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
+        "EBBTIDE_ACTUATOR__SLURM__SLURM_CONF": str(settings.actuator.slurm.slurm_conf),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "ebbtide.cli", "run", "source"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def start_service(threads: Threads, name: str, settings: Settings, transactions: bool,
@@ -166,20 +175,26 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
     metrics = EbbtideMetrics(CollectorRegistry())
     threads, sampler = Threads(), Sampler(slurm_cluster)
     threads.start("sampler", sampler)
-    start_source(threads, settings, metrics)
+    log = tmp_path / "source.log"
+    source = start_source_process(settings, log)
     for name in ("state", "forecaster", "optimizer", "actuator"):
         start_service(threads, name, settings, kafka_broker.transactions, metrics)
     try:
         finished = lambda: {e.job_id for e in job_events(settings) if e.kind == JobEventKind.FINISHED}  # noqa: E731
         wait_for(lambda: len(finished()) >= 2, timeout_s=60, what="two jobs to finish")
-        threads.stop("source")  # a restart mid-run: rebuilt from what it published
-        start_source(threads, settings, metrics)
+        source.send_signal(signal.SIGKILL)  # a restart mid-run, wherever its round was
+        source.wait(timeout=10)
+        source = start_source_process(settings, log)
         wait_for(lambda: finished() >= set(keys), timeout_s=90, what="every job to finish")
-        time.sleep(2.5)  # rounds of the restarted source after the last change: nothing new
+        time.sleep(3.0)  # rounds of the restarted source after the last change: nothing new
+        assert source.poll() is None, log.read_text()[-2000:]
+        assert f"({len(JOBS)} jobs known)" in log.read_text(), "the restarted source read back its records"
     except AssertionError:
-        print(diagnosis(settings, slurm_cluster, keys))
+        print(diagnosis(settings, slurm_cluster, keys), log.read_text()[-3000:])
         raise
     finally:
+        source.terminate()
+        source.wait(timeout=20)
         threads.stop_all()
     wall_s = time.monotonic() - t0
     assert not threads.errors, threads.errors
