@@ -104,7 +104,7 @@ def _probe_logger() -> logging.Logger:
 
 
 def wait_ready(
-    bootstrap: str,
+    bootstrap: Brokers,
     *,
     process: subprocess.Popen[bytes] | None,
     log_file: Path | None,
