@@ -202,6 +202,7 @@ def _align_existing(
             ]
             change = ConfigResource(ConfigResource.Type.TOPIC, topic.name, incremental_configs=entries)
             admin.incremental_alter_configs([change])[change].result(timeout_s)
+            _wait_configs(admin, resource, differing, timeout_s)
             outcome = "updated" if outcome == "exists" else outcome
     except KafkaException as exc:
         if not tolerate:
@@ -209,6 +210,19 @@ def _align_existing(
         log.warning("topic %s: broker ignores or rejects config %s: %s", topic.name, wanted, exc)
         outcome = "config-ignored"
     return outcome
+
+
+def _wait_configs(
+    admin: AdminClient, resource: ConfigResource, wanted: dict[str, str], timeout_s: float
+) -> None:
+    """The broker describes an altered config a moment after the controller committed it: wait,
+    so a caller that reads the configs at once sees what was set."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        current = admin.describe_configs([resource])[resource].result(timeout_s)
+        if all(k in current and current[k].value == v for k, v in wanted.items()):
+            return
+        time.sleep(0.1)
 
 
 def topic_configs(bootstrap: Brokers, name: str, timeout_s: float = 10.0) -> dict[str, str]:
