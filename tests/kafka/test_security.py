@@ -34,7 +34,7 @@ from streams.access import ACCESS, acl_bindings, apply_acls, default_principals
 from streams.broker import answers_metadata
 from streams.kafka_client import KafkaConnection, client_config
 from streams.producer import DeliveryError, EventProducer
-from streams.topics_admin import admin_client, ensure_topics, prefixed
+from streams.topics_admin import admin_client, prefixed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.security]
 
@@ -73,10 +73,33 @@ def users(secure_kafka: SecureKafka) -> dict[str, KafkaConnection]:
 
 @pytest.fixture
 def secured_topics(secure_kafka: SecureKafka, users: dict[str, KafkaConnection], topic_prefix: str) -> str:
-    """The catalogue under this test's prefix, created by the admin, with every client's ACLs."""
-    ensure_topics(secure_kafka.admin, [prefixed(t, topic_prefix) for t in CATALOGUE])
+    """The catalogue under this test's prefix and every client's ACLs, made as an operator would:
+    ``ebbtide kafka topics`` and ``ebbtide kafka acls --apply`` with the admin's settings."""
+    from typer.testing import CliRunner
+
+    from ebbtide.cli import _register, app
+
+    _register()
+    admin = secure_kafka.admin
+    env = {
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": admin.bootstrap_servers,
+        "EBBTIDE_KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+        "EBBTIDE_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "EBBTIDE_KAFKA__SASL_USERNAME": str(admin.sasl_username),
+        "EBBTIDE_KAFKA__SASL_PASSWORD_FILE": str(admin.sasl_password_file),
+        "EBBTIDE_KAFKA__SSL_CA_LOCATION": str(secure_kafka.ca),
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": topic_prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": topic_prefix,
+        "EBBTIDE_KAFKA__REPLICATION_FACTOR": "1",
+    }
+    runner = CliRunner()
+    made = runner.invoke(app, ["kafka", "topics"], env=env)
+    assert made.exit_code == 0, made.output
+    assert made.output.count(": created (replicas 1, min.insync.replicas 1)") == len(CATALOGUE)
+    granted = runner.invoke(app, ["kafka", "acls", "--apply"], env=env)
+    assert granted.exit_code == 0, granted.output
     bindings = acl_bindings(default_principals(), topic_prefix=topic_prefix, group_prefix=topic_prefix)
-    assert apply_acls(secure_kafka.admin, bindings) == len(bindings)
+    assert f"{len(bindings)} ACLs created at {admin.bootstrap_servers}" in granted.output
     last = ACCESS[-1]  # ACLs reach the broker through the metadata log: wait for the last one's
     expected = {t.name for t in (*last.reads, *last.writes)}
     deadline = time.monotonic() + 30
