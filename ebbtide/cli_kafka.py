@@ -44,7 +44,7 @@ def acls(
     apply: bool = typer.Option(False, "--apply", help="create them on the cluster instead of printing"),
 ) -> None:
     """The ACLs of every client of the loop under the settings' topic and group prefixes."""
-    from streams.access import acl_bindings, apply_acls, default_principals, kafka_acls_commands
+    from streams.access import acl_grants, apply_acls, default_principals
 
     settings = _settings(config)
     principals = default_principals()
@@ -55,14 +55,14 @@ def acls(
         principals[service] = who
     kafka = settings.kafka
     try:
-        bindings = acl_bindings(principals, topic_prefix=kafka.topic_prefix, group_prefix=kafka.group_prefix)
+        grants = acl_grants(principals, topic_prefix=kafka.topic_prefix, group_prefix=kafka.group_prefix)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--principal") from None
     if not apply:
-        for line in kafka_acls_commands(bindings, kafka.bootstrap_servers, command_config):
-            typer.echo(line)
+        for grant in grants:
+            typer.echo(grant.command(kafka.bootstrap_servers, command_config))
         return
-    typer.echo(f"{apply_acls(kafka, bindings)} ACLs created at {kafka}")
+    typer.echo(f"{apply_acls(kafka, grants)} ACLs created at {kafka}")
 
 
 @app.command()

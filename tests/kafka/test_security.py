@@ -30,7 +30,7 @@ from ebbtide.settings import load_settings
 from ebbtide.wiring import Parts, build_runtime
 from schemas import Allocation
 from schemas.topics import ALLOCATIONS, CATALOGUE, GPU_SAMPLES
-from streams.access import ACCESS, acl_bindings, apply_acls, default_principals
+from streams.access import ACCESS, acl_grants, apply_acls, default_principals
 from streams.broker import answers_metadata
 from streams.kafka_client import KafkaConnection, client_config
 from streams.producer import DeliveryError, EventProducer
@@ -98,10 +98,10 @@ def secured_topics(secure_kafka: SecureKafka, users: dict[str, KafkaConnection],
     assert made.output.count(": created (replicas 1, min.insync.replicas 1)") == len(CATALOGUE)
     granted = runner.invoke(app, ["kafka", "acls", "--apply"], env=env)
     assert granted.exit_code == 0, granted.output
-    bindings = acl_bindings(default_principals(), topic_prefix=topic_prefix, group_prefix=topic_prefix)
-    assert f"{len(bindings)} ACLs created at {admin.bootstrap_servers}" in granted.output
+    grants = acl_grants(default_principals(), topic_prefix=topic_prefix, group_prefix=topic_prefix)
+    assert f"{len(grants)} ACLs created at {admin.bootstrap_servers}" in granted.output
     last = ACCESS[-1]  # ACLs reach the broker through the metadata log: wait for the last one's
-    expected = {t.name for t in (*last.reads, *last.writes)}
+    expected = {t.name for t in (*last.reads, *last.writes, *last.describes)}
     deadline = time.monotonic() + 30
     while _visible(users[last.service], topic_prefix) != expected:
         assert time.monotonic() < deadline, "the ACLs never took effect"
@@ -183,7 +183,8 @@ def test_each_principal_reads_and_writes_only_its_own_topics(
     for access in ACCESS:
         reads = {t.name for t in access.reads}
         writes = {t.name for t in access.writes}
-        assert _visible(users[access.service], prefix) == reads | writes, access.service
+        described = {t.name for t in access.describes}
+        assert _visible(users[access.service], prefix) == reads | writes | described, access.service
         outcome = _produce_each(users[access.service], names)
         allowed = {n.removeprefix(prefix) for n, code in outcome.items() if code is None}
         assert allowed == writes, access.service
@@ -191,7 +192,7 @@ def test_each_principal_reads_and_writes_only_its_own_topics(
         assert refused == {KafkaError.TOPIC_AUTHORIZATION_FAILED}, access.service
     for access in ACCESS:  # every topic now holds a record from its writer
         reads = {prefix + t.name for t in access.reads}
-        write_only = {prefix + t.name for t in access.writes} - reads
+        write_only = {prefix + t.name for t in (*access.writes, *access.describes)} - reads
         seen = _read_outcomes(users[access.service], reads | write_only)
         assert {n for n, v in seen.items() if v == "record"} == reads, access.service
         assert all(seen[n] == KafkaError.TOPIC_AUTHORIZATION_FAILED for n in write_only), (
@@ -252,6 +253,36 @@ def test_a_principal_that_may_not_write_allocations_cannot_feed_the_actuator(
         runtime.close()
     assert dry.applied, "the actuator applied nothing from the optimizer's allocation"
     assert {plan for plan, _ in dry.applied} == {"plan-genuine"}
+    status = _as_inspect(secure_kafka, users["inspect"], prefix, ["status", "--json", "--cluster", "east"])
+    assert status["last_step"]["plan_id"] == "plan-genuine"
+    actuator_lag = [row for row in status["lag"] if row["service"] == "actuator"]
+    assert actuator_lag == [
+        {"service": "actuator", "group": f"{prefix}.actuator", "topic": allocations.name, "lag": 0}
+    ]
+
+
+def _as_inspect(secure_kafka: SecureKafka, inspect: KafkaConnection, prefix: str, args: list[str]) -> dict:
+    """``ebbtide <args>`` with the inspect principal's settings; its JSON output."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from ebbtide.cli import _register, app
+
+    _register()
+    env = {
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": inspect.bootstrap_servers,
+        "EBBTIDE_KAFKA__SECURITY_PROTOCOL": "SASL_SSL",
+        "EBBTIDE_KAFKA__SASL_MECHANISM": "SCRAM-SHA-512",
+        "EBBTIDE_KAFKA__SASL_USERNAME": str(inspect.sasl_username),
+        "EBBTIDE_KAFKA__SASL_PASSWORD_FILE": str(inspect.sasl_password_file),
+        "EBBTIDE_KAFKA__SSL_CA_LOCATION": str(secure_kafka.ca),
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": prefix,
+    }
+    done = CliRunner().invoke(app, args, env=env)
+    assert done.exit_code == 0, done.output
+    return json.loads(done.output)
 
 
 def test_a_client_certificate_authenticates_its_principal_over_mtls(
@@ -259,7 +290,7 @@ def test_a_client_certificate_authenticates_its_principal_over_mtls(
 ) -> None:
     prefix = secured_topics
     who = f"User:CN={secure_kafka.client_cn}"
-    apply_acls(secure_kafka.admin, acl_bindings({"collector": who}, topic_prefix=prefix, group_prefix=prefix))
+    apply_acls(secure_kafka.admin, acl_grants({"collector": who}, topic_prefix=prefix, group_prefix=prefix))
     outcome = _produce_each(secure_kafka.mtls(), [prefix + GPU_SAMPLES.name, prefix + ALLOCATIONS.name])
     assert outcome == {
         prefix + GPU_SAMPLES.name: None,

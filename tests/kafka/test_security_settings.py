@@ -15,7 +15,7 @@ import pytest
 
 from ebbtide.settings import SettingsError, load_settings
 from ebbtide.wiring import service_inputs
-from streams.access import BY_SERVICE, acl_bindings, default_principals, kafka_acls_commands
+from streams.access import BY_SERVICE, acl_grants, default_principals
 from streams.kafka_client import KafkaConnection, client_config
 from streams.topics_admin import TopicDurability
 
@@ -224,9 +224,9 @@ def test_the_acl_map_covers_what_every_stream_service_consumes() -> None:
 
 
 def test_kafka_acls_commands_name_prefixed_topics_groups_and_transactional_ids() -> None:
-    bindings = acl_bindings(default_principals(), topic_prefix="p.", group_prefix="loop")
-    lines = kafka_acls_commands(bindings, "kafka:9093", "admin.properties")
-    assert len(lines) == len(bindings)
+    grants = acl_grants(default_principals(), topic_prefix="p.", group_prefix="loop")
+    lines = [g.command("kafka:9093", "admin.properties") for g in grants]
+    assert len(lines) == len(grants)
     assert (
         "kafka-acls.sh --bootstrap-server kafka:9093 --command-config admin.properties --add "
         "--allow-principal 'User:ebbtide-optimizer' --operation Write --topic 'p.ebbtide.allocations' "
@@ -239,4 +239,4 @@ def test_kafka_acls_commands_name_prefixed_topics_groups_and_transactional_ids()
         "ebbtide-forecaster' --operation Write --topic 'p.ebbtide.allocations'" in line for line in lines
     )
     with pytest.raises(ValueError, match="no such service"):
-        acl_bindings({"scheduler": "User:x"})
+        acl_grants({"scheduler": "User:x"})
