@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,58 @@ def test_kafka_acls_commands_name_prefixed_topics_groups_and_transactional_ids()
     )
     with pytest.raises(ValueError, match="no such service"):
         acl_grants({"scheduler": "User:x"})
+
+
+def test_librdkafka_asks_the_token_endpoint_with_the_oidc_client_credentials(secret_file: Path) -> None:
+    """The OIDC settings reach the real librdkafka: it POSTs a client-credentials grant with our
+    client id, secret and scope. The token endpoint is a STAND-IN (an identity provider cannot run
+    here): a stdlib HTTP server that records the request and answers an unsigned token."""
+    import base64
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from confluent_kafka import Producer
+
+    seen: list[tuple[str, str]] = []
+
+    class StandInTokenEndpoint(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+            seen.append((self.headers.get("Authorization", ""), body))
+            claims = base64.urlsafe_b64encode(
+                json.dumps({"sub": "ebbtide-state", "exp": 4102444800}).encode()
+            )
+            token = f"e30.{claims.decode().rstrip('=')}.c2ln"
+            answer = json.dumps({"access_token": token, "token_type": "bearer", "expires_in": 3600}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = HTTPServer(("127.0.0.1", 0), StandInTokenEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        kafka = _kafka(
+            bootstrap_servers="127.0.0.1:1",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            oauthbearer_token_endpoint_url=f"http://127.0.0.1:{server.server_port}/token",
+            oauthbearer_client_id="ebbtide-state",
+            oauthbearer_client_secret_file=str(secret_file),
+            oauthbearer_scope="kafka",
+        )
+        producer = Producer(client_config(kafka))
+        deadline = time.monotonic() + 20
+        while not seen and time.monotonic() < deadline:
+            producer.poll(0.2)
+    finally:
+        server.shutdown()
+    assert seen, "librdkafka never asked the token endpoint"
+    authorization, body = seen[0]
+    assert authorization == "Basic " + base64.b64encode(f"ebbtide-state:{SECRET}".encode()).decode()
+    assert "grant_type=client_credentials" in body and "scope=kafka" in body
