@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ebbtide.settings import Settings
+from ebbtide.settings import Settings, SettingsError
 from ebbtide.wiring import Parts, build_runtime
 from loop import Policy
 from simulator.cluster import Simulator
 from streams.kafka_client import KafkaConnection
 from streams.services.demo_driver import DemoServices, FeedClock, SimulatorBackend
 from streams.state_diff import seed_of
-from streams.topics_admin import ensure_catalogue
+from streams.topics_admin import ReplicationError, ensure_catalogue
 
 SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
 
@@ -50,7 +50,12 @@ def simulated_settings(
 
 def demo_services(sim: Simulator, settings: Settings, policy: Policy) -> DemoServices:
     """Create the topics and build the services the driver runs, in their threads' order."""
-    ensure_catalogue(settings.kafka, settings.kafka.topic_prefix, settings.kafka.durability())
+    try:
+        ensure_catalogue(settings.kafka, settings.kafka.topic_prefix, settings.kafka.durability())
+    except ReplicationError as exc:  # the demo on your Kafka: its replication is the settings'
+        raise SettingsError(
+            f"setting kafka.replication_factor [EBBTIDE_KAFKA__REPLICATION_FACTOR]: {exc}"
+        ) from None
     first = sim.snapshot(sim.clock.now())
     feed_clock = FeedClock(first.as_of - timedelta(seconds=first.step_s))
     backend = SimulatorBackend(sim, first.cluster)
