@@ -42,7 +42,7 @@ def _readable_file(path: Path | None) -> Path | None:
 
 
 def _secret_file(path: Path | None) -> Path | None:
-    if _readable_file(path) is not None and not path.read_text().strip():  # type: ignore[union-attr]
+    if path is not None and _readable_file(path) and not path.read_text().strip():
         raise ValueError(f"file {path} is empty")
     return path
 

@@ -296,3 +296,21 @@ def test_a_client_certificate_authenticates_its_principal_over_mtls(
         prefix + GPU_SAMPLES.name: None,
         prefix + ALLOCATIONS.name: KafkaError.TOPIC_AUTHORIZATION_FAILED,
     }
+
+
+def test_only_the_optimizer_may_hold_its_transactional_id(
+    secure_kafka: SecureKafka, users: dict[str, KafkaConnection], secured_topics: str
+) -> None:
+    """The optimizer's read-process-write transaction works under its ACLs (transactional id
+    ``<group_prefix>.optimizer.<cluster>``); another principal cannot take that id to fence it."""
+    from confluent_kafka import KafkaException
+
+    prefix = secured_topics
+    transactional_id = f"{prefix}.optimizer.east"
+    optimizer = EventProducer(users["optimizer"], transactional_id=transactional_id)
+    optimizer.begin()
+    optimizer.send(prefixed(ALLOCATIONS, prefix), _allocation("east", "plan-in-a-transaction"))
+    optimizer.commit()
+    with pytest.raises(KafkaException) as refused:
+        EventProducer(users["forecaster"], transactional_id=transactional_id, init_timeout_s=15.0)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
