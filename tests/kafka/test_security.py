@@ -241,9 +241,11 @@ def test_a_principal_that_may_not_write_allocations_cannot_feed_the_actuator(
         with pytest.raises(DeliveryError):
             forged.flush(30)
         assert refusals == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        forged.close()
         genuine = EventProducer(users["optimizer"], config={"message.timeout.ms": 15_000})
         genuine.send(allocations, _allocation("east", "plan-genuine"))
         genuine.flush(30)
+        genuine.close()
         deadline = time.monotonic() + 60
         while not dry.applied and time.monotonic() < deadline:
             runtime.poll_once()
@@ -311,6 +313,7 @@ def test_only_the_optimizer_may_hold_its_transactional_id(
     optimizer.begin()
     optimizer.send(prefixed(ALLOCATIONS, prefix), _allocation("east", "plan-in-a-transaction"))
     optimizer.commit()
+    optimizer.close()
     with pytest.raises(KafkaException) as refused:
         EventProducer(users["forecaster"], transactional_id=transactional_id, init_timeout_s=15.0)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
