@@ -226,7 +226,9 @@ def _describe(error: ValidationError) -> str:
         name = ".".join(path) or "<settings>"
         env = ENV_PREFIX + "__".join(p.upper() for p in path)
         got = item.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        # Never echoed: a secret's value, nor an unknown key's (it may be a misspelt secret).
+        secret = item["type"] == "extra_forbidden" or any(w in name for w in ("pass", "secret", "token"))
+        shown = "" if isinstance(got, dict) or secret else f" (got {got!r})"
         lines.append(f"setting {name} [{env}]: {item['msg']}{shown}")
     return "; ".join(lines)
 

@@ -186,6 +186,13 @@ def test_secrets_never_appear_in_repr_str_or_dumps() -> None:
     assert client_config(settings.kafka)["sasl.password"] == SECRET  # only librdkafka gets it
 
 
+def test_a_bad_or_misspelt_secret_setting_is_named_but_not_echoed() -> None:
+    for kafka in ({"sasl_pasword": SECRET}, {"oauthbearer_client_secret": {"nested": SECRET}}):
+        with pytest.raises(SettingsError) as err:
+            load_settings(kafka=kafka)
+        assert "setting kafka." in str(err.value) and SECRET not in str(err.value)
+
+
 def test_a_service_refused_by_the_broker_names_the_settings_not_the_secret(secret_file: Path) -> None:
     """``ebbtide run`` against nothing with SCRAM settings: exit 4, no credential in the output."""
     env = {
