@@ -5,7 +5,9 @@ an admin SCRAM user made here; the tests create one SCRAM user per client of the
 ``alter_user_scram_credentials``, the catalogue's topics under a per-test prefix, and the ACLs
 of streams.access (the one map of who reads and writes what). They check that an unauthenticated
 or wrongly authenticated client is refused, that each principal reads and writes exactly its
-own topics, and that a principal that may not write allocations cannot feed the real actuator.
+own topics, that a principal that may not write allocations cannot feed the real actuator (and
+``ebbtide status`` as the inspect principal sees the step), that only the optimizer may hold its
+transactional id, and that a client certificate authenticates its principal over mTLS.
 """
 
 from __future__ import annotations
