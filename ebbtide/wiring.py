@@ -139,7 +139,7 @@ class Parts:
 
 
 def build_processor(service: str, settings: Settings, parts: Parts) -> Processor:
-    bootstrap = settings.kafka.bootstrap_servers
+    bootstrap = settings.kafka
     if service == "state":
         seed = parts.seed or load_seed(settings)
         clock = parts.clock or WallClock()
@@ -255,7 +255,7 @@ def build_runtime(
     )
     return ServiceRuntime(
         processor=processor,
-        bootstrap=kafka.bootstrap_servers,
+        bootstrap=kafka,
         group_id=group_id,
         observe=observe,
         heartbeat=heartbeat,
