@@ -125,7 +125,7 @@ def run_cluster_source(
     publisher = build_source_publisher(settings, source)
     log.info("source: %s for cluster %s every %.0f s (%d jobs known)", source.name, settings.cluster,
              settings.source.interval_s, len(publisher.last))  # fmt: skip
-    producer = EventProducer(settings.kafka.bootstrap_servers, client_id=f"ebbtide-source-{settings.cluster}")
+    producer = EventProducer(settings.kafka, client_id=f"ebbtide-source-{settings.cluster}")
     try:
         return run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
                           interval_s=settings.source.interval_s, stop=stop, metrics=METRICS,

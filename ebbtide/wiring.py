@@ -297,7 +297,7 @@ def build_cluster_source(settings: Settings) -> ClusterSource:
 
 def build_source_publisher(settings: Settings, source: ClusterSource) -> SourcePublisher:
     """The source's publisher, its ``last`` rebuilt from the job-events and inventory topics."""
-    bootstrap, prefix = settings.kafka.bootstrap_servers, settings.kafka.topic_prefix
+    bootstrap, prefix = settings.kafka, settings.kafka.topic_prefix
     seed = load_seed(settings)
     return SourcePublisher(
         source,

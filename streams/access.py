@@ -1,6 +1,6 @@
 """Who reads and writes which topic: the one map the Kafka ACLs of each service's principal come from.
 
-Each entry names a client of the loop (the five services, ``ebbtide job submit`` and the
+Each entry names a client of the loop (the services, ``ebbtide job submit`` and the
 read-only ``explain``/``plan``/``status`` commands), the catalogue topics it reads and writes,
 and whether it consumes as a group or holds a transactional id. A stream service's reads are its
 processor's own ``inputs`` (plus the topic it restores from at start), so the map cannot drift
@@ -34,6 +34,7 @@ from schemas.topics import (
     DEMAND_SAMPLES,
     FORECASTS,
     GPU_SAMPLES,
+    INVENTORY,
     JOB_EVENTS,
     PLANS,
     Topic,
@@ -62,6 +63,8 @@ class ServiceAccess:
 ACCESS: tuple[ServiceAccess, ...] = (
     ServiceAccess("collector", writes=(GPU_SAMPLES,)),
     ServiceAccess("demand-source", writes=(DEMAND_SAMPLES,)),
+    # The cluster source restores what it published (job events, inventory) at start.
+    ServiceAccess("source", reads=(JOB_EVENTS, INVENTORY), writes=(JOB_EVENTS, INVENTORY)),
     ServiceAccess(
         "state",
         reads=(*StateProcessor.inputs, CLUSTER_STATE),  # restores its fold from cluster-state

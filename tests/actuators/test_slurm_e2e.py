@@ -95,6 +95,7 @@ def e2e_settings(bootstrap: str, prefix: str, slurm: SlurmCluster, spec: Path) -
             "group_prefix": prefix,
             "session_timeout_ms": 6000,
             "poll_timeout_s": 0.1,
+            "replication_factor": 1,  # the session's one broker
         },
         optimizer={"forecast_wait_s": 0.0},
         actuator={"backend": "slurm", "checkpoint_grace_s": 0, "slurm": {"slurm_conf": slurm.conf}},
@@ -113,6 +114,7 @@ def start_source_process(settings: Settings, log: Path) -> subprocess.Popen[byte
         "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
         "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
         "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
+        "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(settings.kafka.replication_factor),
         "EBBTIDE_SOURCE__BACKEND": "slurm",
         "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
         "EBBTIDE_ACTUATOR__SLURM__SLURM_CONF": str(settings.actuator.slurm.slurm_conf),

@@ -110,7 +110,7 @@ def test_the_reservation_follows_the_demand_prometheus_serves(
     settings = load_settings(
         cluster="inf", step_s=STEP_S, horizon_steps=12, metrics_enabled=False, cluster_spec=spec,
         kafka={"bootstrap_servers": kafka_broker.bootstrap, "topic_prefix": topic_prefix,
-               "group_prefix": topic_prefix, "poll_timeout_s": 0.1},
+               "group_prefix": topic_prefix, "poll_timeout_s": 0.1, "replication_factor": 1},
         optimizer={"forecast_wait_s": 1.0},
         actuator={"backend": "slurm", "checkpoint_grace_s": 0, "slurm": {"slurm_conf": slurm.conf}},
         demand={"prometheus_url": server.url, "interval_s": 1.0,
