@@ -17,6 +17,7 @@ import numpy as np
 from optimizer.inputs import PlanInputs
 from optimizer.nodes import NodeHolds
 from optimizer.step0 import round_step0
+from optimizer.step0_outcome import Step0Outcome
 
 EPS = 1e-6
 _T = TypeVar("_T")
@@ -31,6 +32,7 @@ class RoundedPlan:
     job_share: np.ndarray  # [J, B] relaxed share of the gang per block (reasons)
     preempted: np.ndarray  # [J] bool: running now, not running in step 0
     holds: NodeHolds = field(default_factory=dict)  # nodes held for blocked gangs (next decision)
+    outcome: Step0Outcome = field(default_factory=Step0Outcome)  # what step 0's placement saw (reasons)
 
 
 def round_services(
@@ -78,7 +80,7 @@ def round_jobs(
     max_preemptions: int,
     svc_gpus0: np.ndarray | None = None,
     preemption_penalty_gpu_s: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
     ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
 
@@ -94,13 +96,13 @@ def round_jobs(
 
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
-    job_pool[:, 0], remaining, holds = round_step0(
+    job_pool[:, 0], remaining, holds, outcome = round_step0(
         inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions, preemption_penalty_gpu_s
     )
     preempted = running & (job_pool[:, 0] < 0)
 
     _round_later_blocks(inputs, free, share, job_pool, remaining)
-    return job_pool, preempted, holds
+    return job_pool, preempted, holds, outcome
 
 
 def _later_block_order(inputs: PlanInputs, share: np.ndarray, first: int) -> list[list[int]]:
