@@ -18,6 +18,7 @@ class DecisionCause(StrEnum):
     PREEMPTION_BOUND = "preemption-bound"  # the plan wanted it out; the bound per step kept it
     PLANNED_START = "planned-start"
     BACKFILL = "backfill"
+    BORROWS_HEADROOM = "borrows-headroom"  # runs on a service's idle burst headroom (optimizer/headroom.py)
     # preempt
     CLEARED_FOR_JOB = "cleared-for-job"  # stopped to empty nodes for a gang of a higher weight
     FREED_FOR_JOBS = "freed-for-jobs"  # its GPUs go to jobs started in its pool
