@@ -283,12 +283,15 @@ class ReasonContext:
         need = gang - float(self.free0[p])
         if inp.n_services and svc[0] > EPS and np.ceil(svc[0] - EPS) + EPS >= need:
             given_back = np.flatnonzero(svc <= svc[0] - need + EPS)
-            end_step = int(inp.blocks.first_step[given_back[0]]) if given_back.size else inp.horizon_steps
+            if given_back.size:
+                end = _hhmm(inp, int(inp.blocks.first_step[given_back[0]]))
+            else:
+                end = f"{_hhmm(inp, inp.horizon_steps)} (the horizon's end)"
             most = int(self.svc_gpus0[:, p].argmax())
             return explain(
                 C.RESERVED_FOR_SERVICE,
                 start=_hhmm(inp, 0),
-                end=_hhmm(inp, end_step),
+                end=end,
                 service_note=_service_note(inp, most),
                 **numbers,
             )
