@@ -147,8 +147,8 @@ def backtest(
     from rich.console import Console
 
     console = Console()
-    if console.width < 110:
-        console = Console(width=110)  # the score table needs the room; never truncate model names
+    if console.width < 150:
+        console = Console(width=150)  # the score table needs the room; never truncate model names
     path = file or traces_dir() / GENTD26_HOURLY
     if not path.is_file():
         raise typer.BadParameter(f"FILE: {path} does not exist")
