@@ -86,6 +86,7 @@ class PlanInputs:
     svc_allowed: np.ndarray  # [S, P] bool
     svc_tenants: np.ndarray  # [S, P] replicas that may share one GPU (1: dedicated only)
     svc_loss: np.ndarray  # [S, P] capacity lost per extra co-tenant, as a fraction
+    svc_latency_critical: np.ndarray  # [S] bool: its GPUs are its own (no other service time-slices them)
     svc_replicas_now: np.ndarray  # [S, P]
     svc_quantile: tuple[str, ...]
     svc_demand_steps: np.ndarray  # [S, T] demand at the SLO quantile
@@ -267,6 +268,7 @@ def _service_fields(
         "svc_allowed": svc_allowed,
         "svc_tenants": svc_tenants,
         "svc_loss": svc_loss,
+        "svc_latency_critical": np.asarray([s.spec.latency_critical for s in services], dtype=bool),
         "svc_replicas_now": svc_now,
         "svc_quantile": tuple(s.spec.slo_quantile for s in services),
         "svc_demand_steps": demand,

@@ -7,6 +7,7 @@ This package imports none of the other parts of ebbtide.
 """
 
 from schemas.actuation import ActuationResult
+from schemas.causes import DecisionCause
 from schemas.cluster import (
     BandwidthClass,
     ClusterState,
@@ -40,6 +41,7 @@ __all__ = [
     "BandwidthClass",
     "ClusterState",
     "DeadLetter",
+    "DecisionCause",
     "DemandForecast",
     "DemandSample",
     "GpuSample",
