@@ -240,7 +240,9 @@ def test_only_the_actuator_gets_kubernetes_rights(default_docs: list[dict[str, A
     granted = grants(role["rules"]) | grants(cluster_role["rules"])
     assert ("apps", "deployments/scale", "patch") in granted
     assert ("batch", "jobs", "patch") in granted
-    assert not any(v in {"create", "delete", "deletecollection", "*"} for _, _, v in granted)
+    # create: only Events (the decisions shown on Jobs); never delete anything
+    assert {(g, r) for g, r, v in granted if v == "create"} == {("", "events")}
+    assert not any(v in {"delete", "deletecollection", "*"} for _, _, v in granted)
     assert not any(r in {"secrets", "pods"} for _, r, _ in granted)
 
 
