@@ -318,10 +318,14 @@ class KubernetesBackend:
         applied = change.execute
         if applied is None:
             note = {"metadata": {"annotations": {ANN_DECISION: meta["annotations"][ANN_DECISION]}}}
-            return replace(
-                change, detail=f"{change.detail}; decision noted", execute=lambda: (job.patch(note), show())
-            )
-        return replace(change, execute=lambda: (applied(), show()))
+            applied = partial(job.patch, note)
+            change = replace(change, detail=f"{change.detail}; decision noted")
+
+        def apply_and_show() -> None:
+            applied()
+            show()
+
+        return replace(change, execute=apply_and_show)
 
     def _job_change(
         self, target: str, decision: JobDecision, seen: ObservedJob, job: BatchWorkload, meta: dict[str, Any]

@@ -37,11 +37,12 @@ from schemas import JobSpec
 LABEL_SERVICE = "ebbtide.io/service"
 LABEL_JOB_NAME = "batch.kubernetes.io/job-name"
 LABEL_JOB_NAME_LEGACY = "job-name"
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 ANN_ACTION = "ebbtide.io/action"
 ANN_PREEMPTIBLE = "ebbtide.io/preemptible"
 BLOCKING_TAINTS = {"NoSchedule", "NoExecute"}
 
-WorkloadPhase = Literal["queued", "running", "finished", "failed", "preempted"]
+WorkloadPhase = Literal["queued", "running", "finished", "failed", "preempted", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,13 @@ class PodRecord:
     node: str
     gpus: int
     job_name: str | None
+    jobset_name: str | None = None
+
+    def owner(self) -> tuple[str, str, str] | None:
+        """(kind, namespace, name) of the batch workload this pod runs for, if any."""
+        if self.jobset_name:
+            return ("JobSet", self.namespace, self.jobset_name)
+        return ("Job", self.namespace, self.job_name) if self.job_name else None
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,7 @@ def pod_record(obj: Mapping[str, Any], gpu_resource: str = GPU_RESOURCE) -> PodR
         node=str(node),
         gpus=gpus,
         job_name=labels.get(LABEL_JOB_NAME) or labels.get(LABEL_JOB_NAME_LEGACY),
+        jobset_name=labels.get(LABEL_JOBSET_NAME),
     )
 
 

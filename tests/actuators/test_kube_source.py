@@ -1,0 +1,158 @@
+"""The Kubernetes source against a real control plane (API server, Job controller, scheduler, KWOK nodes).
+
+It lists and watches opted-in Jobs, Nodes, Pods, Deployments, HPAs and PriorityClasses into its
+view: specs from the objects, lifecycle from Job conditions, deletion as cancelled, an invalid
+annotation as an Event naming it, nodes' GPUs free from the pods bound to them, Kueue's Jobs left out.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kube_cluster import ADMIN_TOKEN
+from kube_control_plane import COMPLETE_DELAY_ANNOTATION, ControlPlane, gpu_node, wait_for
+
+from actuators.kube import api_client
+from actuators.kube.events import REASON_INVALID
+from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB, LABEL_KUEUE_QUEUE
+from actuators.kube.reflector import Backoff
+from actuators.kube.source import KubernetesSource
+
+pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(2400)]
+
+
+def suspended_job(
+    name: str,
+    job_id: str,
+    gpus: int,
+    parallelism: int = 1,
+    annotations: dict[str, str] | None = None,
+    **pod: Any,
+) -> dict[str, Any]:
+    container = {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {LABEL_JOB: job_id},
+            "annotations": {ANN_GPU_HOURS: "1", **(annotations or {})},
+        },
+        "spec": {
+            "suspend": True,
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "template": {
+                "metadata": {"annotations": {COMPLETE_DELAY_ANNOTATION: "2s"}},
+                "spec": {"restartPolicy": "Never", "containers": [container], **pod},
+            },
+        },
+    }
+
+
+@pytest.fixture
+def world(kube_control_plane: ControlPlane) -> Iterator[tuple[Any, str, str]]:
+    from kubernetes import client
+
+    admin = api_client(kube_control_plane.cluster.configuration(ADMIN_TOKEN))
+    core = client.CoreV1Api(admin)
+    tag = uuid.uuid4().hex[:6]
+    ns, pool = f"src-{tag}", f"pool-{tag}"
+    core.create_namespace({"metadata": {"name": ns}})
+    for i in range(2):
+        core.create_node(gpu_node(f"{pool}-n{i}", pool, gpus=4))
+    yield admin, ns, pool
+    for i in range(2):
+        core.delete_node(f"{pool}-n{i}")
+    core.delete_namespace(ns)
+
+
+def source_for(plane: ControlPlane, ns: str) -> KubernetesSource:
+    api = api_client(plane.cluster.configuration(ADMIN_TOKEN))
+    return KubernetesSource(
+        api, cluster="test", namespaces=[ns], backoff=Backoff(0.1, 1.0), watch_timeout_s=30
+    )
+
+
+def workloads(source: KubernetesSource) -> dict[str, Any]:
+    return {w.job_id: w for w in source.view.workloads.values() + source.view.cancelled_workloads()}
+
+
+def test_source_follows_jobs_from_submission_to_completion(kube_control_plane, world) -> None:
+    from kubernetes import client
+
+    admin, ns, pool = world
+    batch, core = client.BatchV1Api(admin), client.CoreV1Api(admin)
+    sched = client.SchedulingV1Api(admin)
+    pc = f"high-{ns}"
+    sched.create_priority_class({"metadata": {"name": pc}, "value": 5000})
+    batch.create_namespaced_job(
+        ns,
+        suspended_job(
+            "train", "j-train", 2, parallelism=2, priorityClassName=pc, nodeSelector={"ebbtide.io/pool": pool}
+        ),
+    )
+    batch.create_namespaced_job(ns, suspended_job("bad", "j-bad", 1, annotations={ANN_DEADLINE: "soon"}))
+    kueued = suspended_job("kq", "j-kueue", 1)
+    kueued["metadata"]["labels"][LABEL_KUEUE_QUEUE] = "q"
+    batch.create_namespaced_job(ns, kueued)
+
+    source = source_for(kube_control_plane, ns)
+    source.start()
+    try:
+        seen = workloads(source)
+        assert set(seen) == {"j-train", "j-bad"}, "Kueue's Job is left to Kueue"
+        train = seen["j-train"]
+        assert (train.phase, train.spec.gpus, train.spec.allowed_pools, train.spec.priority_weight) == (
+            "queued",
+            4,
+            [pool],
+            2.0,
+        )
+        assert seen["j-bad"].spec is None and seen["j-bad"].error.field == ANN_DEADLINE
+
+        def invalid_events() -> list[str]:
+            items = core.list_namespaced_event(ns).items
+            return [
+                e.message for e in items if e.reason == REASON_INVALID and e.involved_object.name == "bad"
+            ]
+
+        (message,) = wait_for("the invalid-spec Event", invalid_events)
+        assert ANN_DEADLINE in message
+
+        nodes = {n.name: n for n in source.view.nodes.values() if n.pool == pool}
+        wait_for(
+            "both nodes Ready",
+            lambda: all(n.schedulable for n in source.view.nodes.values() if n.pool == pool),
+        )
+        assert {n.gpus for n in nodes.values()} == {4}
+
+        # resumed: the scheduler binds both pods, the source sees them hold GPUs, then the Job completes
+        batch.patch_namespaced_job("train", ns, {"spec": {"suspend": False}})
+        wait_for("the Job running", lambda: workloads(source)["j-train"].phase == "running")
+        wait_for(
+            "2 pods x 2 GPUs bound",
+            lambda: sum(p.gpus for p in source.view.pods.values() if p.namespace == ns) == 4,
+        )
+        wait_for("the Job finished", lambda: workloads(source)["j-train"].phase == "finished", timeout_s=60)
+        wait_for("its pods released", lambda: not [p for p in source.view.pods.values() if p.namespace == ns])
+
+        # deleted before it ran: cancelled
+        batch.delete_namespaced_job("bad", ns, propagation_policy="Background")
+        wait_for("the deleted Job cancelled", lambda: workloads(source)["j-bad"].phase == "cancelled")
+
+        # a cordoned node is not schedulable, and says why
+        core.patch_node(f"{pool}-n0", {"spec": {"unschedulable": True}})
+        wait_for(
+            "cordon seen",
+            lambda: (
+                next(n for n in source.view.nodes.values() if n.name == f"{pool}-n0").reason == "cordoned"
+            ),
+        )
+        assert all(r.stats.errors == 0 for r in source.reflectors if not r.name.startswith("jobsets")), [
+            (r.name, r.stats.last_error) for r in source.reflectors
+        ]
+    finally:
+        source.stop()
+        sched.delete_priority_class(pc)
