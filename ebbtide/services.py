@@ -17,16 +17,27 @@ import time
 from datetime import datetime
 
 from ebbtide.settings import Settings
-from ebbtide.wiring import PlannerUnavailable, WallClock, build_demand_source, build_runtime, load_seed
+from ebbtide.wiring import (
+    PlannerUnavailable,
+    WallClock,
+    build_cluster_source,
+    build_demand_source,
+    build_runtime,
+    build_source_publisher,
+    load_seed,
+)
+from loop import ClusterSource
 from schemas import GpuSample
 from streams.broker import answers_metadata
 from streams.health import STREAM_STALE_AFTER_S, Heartbeat, collector_stale_after_s
 from streams.metrics import METRICS
 from streams.metrics_http import serve_metrics
+from streams.producer import EventProducer
 from streams.services.collector import Sampler
 from streams.services.collector import run_collector as produce_samples
 from streams.services.demand_source import DemandSource, run_demand_source
 from streams.services.nvml_reader import NvmlReader, NvmlUnavailable, open_nvml
+from streams.services.source import run_source
 from streams.state_diff import gpu_samples_of
 from streams.topics_admin import ensure_catalogue
 
@@ -60,6 +71,8 @@ def heartbeat_for(service: str, settings: Settings) -> Heartbeat:
         stale_s = collector_stale_after_s(settings.collector.interval_s)
     elif stale_s is None and service == "demand-source":
         stale_s = collector_stale_after_s(settings.demand.interval_s)
+    elif stale_s is None and service == "source":
+        stale_s = collector_stale_after_s(settings.source.interval_s)
     elif stale_s is None:
         stale_s = STREAM_STALE_AFTER_S
     return Heartbeat(service, stale_s)
@@ -104,9 +117,26 @@ def run_demand(
     )
 
 
+def run_cluster_source(
+    source: ClusterSource, settings: Settings, stop: threading.Event, heartbeat: Heartbeat | None = None
+) -> int:
+    """``ebbtide run source``: restore what was published, then publish the cluster's changes."""
+    publisher = build_source_publisher(settings, source)
+    log.info("source: %s for cluster %s every %.0f s (%d jobs known)", source.name, settings.cluster,
+             settings.source.interval_s, len(publisher.last))  # fmt: skip
+    producer = EventProducer(settings.kafka.bootstrap_servers, client_id=f"ebbtide-source-{settings.cluster}")
+    try:
+        return run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
+                          interval_s=settings.source.interval_s, stop=stop, metrics=METRICS,
+                          heartbeat=heartbeat)  # fmt: skip
+    finally:
+        producer.close()
+
+
 def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     demand = build_demand_source(settings, METRICS) if service == "demand-source" else None
+    cluster_source = build_cluster_source(settings) if service == "source" else None
     if service == "collector" and settings.collector.source == "nvml":
         try:  # fail on a machine without GPUs before touching the broker
             open_nvml().nvmlShutdown()
@@ -130,6 +160,8 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
             return run_collector(settings, stop, heartbeat)
         if demand is not None:
             return run_demand(demand, settings, stop, heartbeat)
+        if cluster_source is not None:
+            return run_cluster_source(cluster_source, settings, stop, heartbeat)
         return _run_stream_service(service, settings, stop, heartbeat)
     except PlannerUnavailable as exc:
         print(f"{service}: {exc}", flush=True)

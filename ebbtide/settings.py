@@ -136,6 +136,16 @@ class DemandSettings(_Group):
     services: dict[str, DemandQueries] = Field(default_factory=dict, description="service name -> queries")
 
 
+class SourceSettings(_Group):
+    """The cluster source (``ebbtide run source``); it reaches Slurm through ``actuator.slurm``'s
+    connection settings and Kubernetes through ``actuator.kubernetes``'s."""
+
+    backend: Literal["slurm", "kubernetes"] | None = Field(
+        default=None, description="the cluster the source observes; required by ebbtide run source"
+    )
+    interval_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="seconds between snapshots")
+
+
 ActuatorSettings = ActuatorConfig
 """The actuator's settings are the actuators package's own config (backend, change bound, retries,
 Kubernetes and Slurm connection), so there is one definition of each setting."""
@@ -170,6 +180,7 @@ class Settings(BaseSettings):
     optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings)
     actuator: ActuatorSettings = Field(default_factory=ActuatorSettings)
     demand: DemandSettings = Field(default_factory=DemandSettings)
+    source: SourceSettings = Field(default_factory=SourceSettings)
 
     def lends_headroom(self) -> bool:
         """Whether the planner lends idle inference headroom (optimizer.lend_headroom, else on

@@ -19,6 +19,7 @@ from schemas.cluster import (
 )
 from schemas.deadletter import DeadLetter
 from schemas.forecast import DemandForecast
+from schemas.inventory import InventoryNode, InventoryPool, InventoryService, PoolInventory
 from schemas.jobs import JobEvent, JobEventKind, JobSpec
 from schemas.plan import (
     Allocation,
@@ -43,6 +44,9 @@ __all__ = [
     "DemandSample",
     "GpuSample",
     "HorizonPlan",
+    "InventoryNode",
+    "InventoryPool",
+    "InventoryService",
     "JobAction",
     "JobDecision",
     "JobEvent",
@@ -52,6 +56,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "PlanStep",
+    "PoolInventory",
     "PoolState",
     "PoolWindow",
     "ServiceCapacity",

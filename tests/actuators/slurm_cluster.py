@@ -288,12 +288,16 @@ class SlurmCluster:
         hold: bool = True,
         requeue: bool = True,
         user: str | None = None,
+        comment: str | None = None,
+        run_s: float | None = None,
     ) -> int:
-        """Submit a batch job that traps SIGUSR1 as its checkpoint signal; return its Slurm id."""
+        """Submit a batch job that traps SIGUSR1 as its checkpoint signal (and runs until cancelled,
+        or ``run_s`` seconds); return its Slurm id."""
         marker = self.checkpoint_marker(name)
         marker.parent.mkdir(mode=0o777, exist_ok=True)
         os.chmod(marker.parent, 0o777)  # jobs of other users write there too
-        script = f"trap 'echo done > {marker}' USR1; while true; do sleep 0.2; done"
+        work = f"sleep {run_s}" if run_s is not None else "while true; do sleep 0.2; done"
+        script = f"trap 'echo done > {marker}' USR1; {work}"
         argv = [
             "sbatch",
             "--parsable",
@@ -311,6 +315,8 @@ class SlurmCluster:
         ]
         if hold:
             argv.insert(1, "--hold")
+        if comment is not None:
+            argv.insert(1, f"--comment={comment}")
         if requeue:
             argv.insert(1, "--requeue")
         if user is not None:

@@ -1,0 +1,90 @@
+"""The Slurm source against real Slurm daemons: jobs from their comments, inventory from sinfo."""
+
+from __future__ import annotations
+
+import pytest
+from slurm_cluster import SlurmCluster
+from test_slurm_real import wait_for
+
+from actuators.slurm import SlurmCli
+from actuators.slurm.source import SlurmSource
+from loop import lifecycle_events
+from schemas import JobEventKind
+
+pytestmark = pytest.mark.slurm
+
+
+def make_source(cluster: SlurmCluster) -> SlurmSource:
+    cli = SlurmCli(env={"SLURM_CONF": str(cluster.conf)})
+    return SlurmSource(cli, cluster="test", accounting=cli.accounted_jobs)
+
+
+def comment_of(cluster: SlurmCluster, sid: int) -> str:
+    return cluster.run("squeue", "-h", "-j", str(sid), "-o", "%k").stdout.strip()
+
+
+def test_held_jobs_with_an_ebbtide_comment_become_specs_and_the_rest_is_left_alone(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    good = slurm_cluster.submit("train", "pool-a,pool-b", gpus=4,
+                                comment="ebbtide: est_gpu_h=2 weight=3 team=nlp preemptible=no")  # fmt: skip
+    bad = slurm_cluster.submit("typo", "pool-a", gpus=2, comment="ebbtide: est_gpu_h=two")
+    slurm_cluster.submit("theirs", "pool-b", gpus=1, comment="not for ebbtide")
+    source = make_source(slurm_cluster)
+
+    snapshot = source.snapshot()
+
+    assert list(snapshot.jobs) == [f"test-{good}"]
+    job = snapshot.jobs[f"test-{good}"]
+    assert job.phase == "held" and job.spec is not None
+    assert (job.spec.gpus, job.spec.allowed_pools) == (4, ["pool-a", "pool-b"])
+    assert job.spec.estimated_gpu_s == 7200.0
+    assert (job.spec.priority_weight, job.spec.team, job.spec.preemptible) == (3.0, "nlp", False)
+    noted = "ebbtide: est_gpu_h=two | ebbtide-error: est_gpu_h: 'two' is not a number"
+    assert comment_of(slurm_cluster, bad) == noted
+    assert source.rejected == {str(bad): "est_gpu_h: 'two' is not a number"}
+    assert comment_of(slurm_cluster, good) == "ebbtide: est_gpu_h=2 weight=3 team=nlp preemptible=no"
+    source.snapshot()  # the note is written once
+    assert comment_of(slurm_cluster, bad).count("ebbtide-error") == 1
+
+
+def test_a_job_released_runs_and_finishes_and_each_change_is_one_event(slurm_cluster: SlurmCluster) -> None:
+    sid = slurm_cluster.submit("short", "pool-b", gpus=3, comment="ebbtide: est_gpu_h=0.1", run_s=2)
+    key = f"test-{sid}"
+    source = make_source(slurm_cluster)
+    last: dict[str, JobEventKind] = {}
+
+    def step() -> list[JobEventKind]:
+        events = lifecycle_events(last, source.snapshot())
+        last.update({e.job_id: e.kind for e in events})
+        return [e.kind for e in events]
+
+    assert step() == [JobEventKind.SUBMITTED]
+    slurm_cluster.run("scontrol", "release", str(sid))
+    wait_for(lambda: source.snapshot().jobs[key].phase == "running", what="the released job to run")
+    running = source.snapshot().jobs[key]
+    assert running.pool == "pool-b" and sum(running.nodes.values()) == 3
+    assert step() == [JobEventKind.STARTED]
+    wait_for(lambda: source.snapshot().jobs[key].phase == "finished", what="the job to complete")
+    assert step() == [JobEventKind.FINISHED]
+    assert step() == []
+    state = slurm_cluster.run("scontrol", "show", "job", str(sid)).stdout
+    assert "JobState=COMPLETED" in state
+
+
+def test_inventory_has_a_pool_per_partition_and_drained_or_down_nodes_take_no_work(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    slurm_cluster.run("scontrol", "update", "NodeName=b2", "State=DRAIN", "Reason=maint")
+    slurm_cluster.run("scontrol", "update", "NodeName=a1", "State=DOWN", "Reason=psu")
+    inventory = make_source(slurm_cluster).snapshot().inventory
+    assert inventory is not None
+    by_pool = {p.name: {n.name: n for n in p.nodes} for p in inventory.pools}
+    assert sorted(by_pool) == ["pool-a", "pool-b"]
+    assert {p.gpu_type for p in inventory.pools} == {"fake"}
+    a1, a2 = by_pool["pool-a"]["a1"], by_pool["pool-a"]["a2"]
+    b1, b2 = by_pool["pool-b"]["b1"], by_pool["pool-b"]["b2"]
+    assert (a2.schedulable, a2.gpus, a2.gpus_free) == (True, 8, 8)
+    assert (b1.schedulable, b1.gpus) == (True, 8)
+    assert (b2.schedulable, b2.reason, b2.gpus_free) == (False, "drained: maint", 0)
+    assert (a1.schedulable, a1.reason) == (False, "down: psu")
