@@ -32,12 +32,16 @@ from typing import Any
 from kubernetes import client
 
 from actuators.base import ActuationError
+from actuators.factory import KubernetesConfig
+from actuators.kube.client import connect
 from actuators.kube.events import REASON_INVALID, record_event
 from actuators.kube.jobspec import GPU_RESOURCE, LABEL_JOB, LABEL_POOL, PriorityWeights
 from actuators.kube.records import LABEL_SERVICE, WorkloadRecord
 from actuators.kube.reflector import Backoff, Reflector
+from actuators.kube.snapshot import build_snapshot
 from actuators.kube.view import KubeView
 from actuators.kube.workloads import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
+from loop.sources import SourceSnapshot
 
 log = logging.getLogger(__name__)
 RUNNING_POD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -193,6 +197,22 @@ class KubernetesSource:
                     f" ({reflector.stats.last_error or 'no answer'})"
                 )
 
+    def snapshot(self) -> SourceSnapshot:
+        """What the watches have reported so far (the first call starts them and waits for the lists)."""
+        if not self._threads:
+            self.start()
+        v = self.view
+        pods = v.pods.values()
+        return build_snapshot(
+            self.cluster,
+            self.clock(),
+            workloads=v.workloads.values() + v.cancelled_workloads(),
+            pods=pods,
+            nodes=v.nodes.values(),
+            deployments=v.deployments.values(),
+            hpas=v.hpas.values(),
+        )
+
     def _spawn(self, reflector: Reflector) -> None:
         thread = threading.Thread(
             target=reflector.run, args=(self._stop,), name=f"kube-{reflector.name}", daemon=True
@@ -229,4 +249,22 @@ class KubernetesSource:
             log.warning("kubernetes source: event for %s/%s: %s", rec.namespace, rec.name, exc)
 
 
-__all__ = ["KubernetesSource"]
+def kubernetes_source(config: KubernetesConfig, cluster: str) -> KubernetesSource:
+    """The source ``actuator.kubernetes``'s settings describe (connection, namespaces, labels)."""
+    api = connect(str(config.kubeconfig) if config.kubeconfig else None, config.context)
+    return KubernetesSource(
+        api,
+        cluster=cluster,
+        namespaces=config.namespaces,
+        pool_label=config.pool_label,
+        gpu_resource=config.gpu_resource,
+        weights=PriorityWeights(
+            thresholds=tuple(config.priority_weights), default_weight=config.default_priority_weight
+        ),
+        include_kueue=config.include_kueue,
+        jobsets=config.jobsets,
+        request_timeout_s=config.request_timeout_s,
+    )
+
+
+__all__ = ["KubernetesSource", "kubernetes_source"]

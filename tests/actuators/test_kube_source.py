@@ -20,6 +20,8 @@ from actuators.kube.events import REASON_INVALID
 from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB, LABEL_KUEUE_QUEUE
 from actuators.kube.reflector import Backoff
 from actuators.kube.source import KubernetesSource
+from loop.sources import lifecycle_events
+from schemas import JobEventKind
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(2400)]
 
@@ -121,6 +123,13 @@ def test_source_follows_jobs_from_submission_to_completion(kube_control_plane, w
         (message,) = wait_for("the invalid-spec Event", invalid_events)
         assert ANN_DEADLINE in message
 
+        snap = source.snapshot()
+        assert set(snap.jobs) == {"j-train"}, "an invalid spec is reported on the Job, not planned"
+        assert (snap.jobs["j-train"].phase, snap.jobs["j-train"].spec.gpus) == ("held", 4)
+        (submitted,) = lifecycle_events({}, snap)
+        assert (submitted.kind, submitted.spec.gpus) == (JobEventKind.SUBMITTED, 4)
+        last = {submitted.job_id: submitted.kind}
+
         nodes = {n.name: n for n in source.view.nodes.values() if n.pool == pool}
         wait_for(
             "both nodes Ready",
@@ -137,6 +146,10 @@ def test_source_follows_jobs_from_submission_to_completion(kube_control_plane, w
         )
         wait_for("the Job finished", lambda: workloads(source)["j-train"].phase == "finished", timeout_s=60)
         wait_for("its pods released", lambda: not [p for p in source.view.pods.values() if p.namespace == ns])
+        (finished,) = lifecycle_events(last, source.snapshot())
+        assert finished.kind == JobEventKind.FINISHED
+        last[finished.job_id] = finished.kind
+        assert lifecycle_events(last, source.snapshot()) == [], "each change once"
 
         # deleted before it ran: cancelled
         batch.delete_namespaced_job("bad", ns, propagation_policy="Background")
@@ -156,3 +169,51 @@ def test_source_follows_jobs_from_submission_to_completion(kube_control_plane, w
     finally:
         source.stop()
         sched.delete_priority_class(pc)
+
+
+def test_source_reports_services_with_their_hpa_bounds(kube_control_plane, world) -> None:
+    from kubernetes import client
+
+    admin, ns, pool = world
+    apps, hpas = client.AppsV1Api(admin), client.AutoscalingV2Api(admin)
+    labels = {"app": "chat", "ebbtide.io/service": "chat", "ebbtide.io/pool": pool}
+    container = {"name": "server", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    apps.create_namespaced_deployment(
+        ns,
+        {
+            "metadata": {"name": "chat", "labels": labels},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "chat"}},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            },
+        },
+    )
+    source = source_for(kube_control_plane, ns)
+    source.start()
+    try:
+        (svc,) = source.snapshot().inventory.services
+        assert (svc.service, svc.pool, svc.replicas, svc.min_replicas) == ("chat", pool, 2, 0)
+        hpas.create_namespaced_horizontal_pod_autoscaler(
+            ns,
+            {
+                "metadata": {"name": "chat"},
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"},
+                    "minReplicas": 2,
+                    "maxReplicas": 6,
+                },
+            },
+        )
+        wait_for("the HPA's bounds", lambda: source.snapshot().inventory.services[0].max_replicas == 6)
+        assert source.snapshot().inventory.services[0].min_replicas == 2
+        # the Deployment's two pods are scheduled on the pool's nodes: 2 GPUs no longer free
+        wait_for(
+            "the service's pods bound",
+            lambda: (
+                sum(n.gpus_free for p in source.snapshot().inventory.pools if p.name == pool for n in p.nodes)
+                == 6
+            ),
+        )
+    finally:
+        source.stop()
