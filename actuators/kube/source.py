@@ -93,7 +93,7 @@ class KubernetesSource:
         opts = {
             "watch_timeout_s": watch_timeout_s,
             "request_timeout_s": request_timeout_s,
-            "backoff": backoff,
+            "backoff": backoff or Backoff(),
         }
         self.reflectors = self._cluster_reflectors(opts) + self._namespaced_reflectors(opts, jobsets)
         self._stop = threading.Event()
