@@ -267,7 +267,8 @@ class SlurmBackend:
         """The comment update that shows the decision: the user's section kept, ebbtide's note new,
         or nothing when the note there already says this action and reason."""
         comment = self._comments.get(sid, "")
-        said = f"{decision.action.value}: {decision.reason}"
+        action = decision.action.value
+        said = decision.reason if decision.reason.startswith(f"{action}:") else f"{action}: {decision.reason}"
         there = note_of(comment, DECISION_MARK) or ""
         if there.rsplit(" (plan=", 1)[0] == said:
             return {}

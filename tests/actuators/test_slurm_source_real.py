@@ -88,3 +88,14 @@ def test_inventory_has_a_pool_per_partition_and_drained_or_down_nodes_take_no_wo
     assert (b1.schedulable, b1.gpus) == (True, 8)
     assert (b2.schedulable, b2.reason, b2.gpus_free) == (False, "drained: maint", 0)
     assert (a1.schedulable, a1.reason) == (False, "down: psu")
+
+
+@pytest.mark.parametrize(("request_args", "gpus"), [(["-N", "2", "--gres=gpu:8"], 16), (["--gpus=4"], 4)])
+def test_the_gang_is_the_gres_request_times_the_nodes_or_the_jobs_gpus(
+    slurm_cluster: SlurmCluster, request_args: list[str], gpus: int
+) -> None:
+    argv = ["sbatch", "--parsable", "--hold", "-p", "pool-a", *request_args, "-o", "/dev/null"]
+    out = slurm_cluster.run(*argv, "--comment=ebbtide: est_gpu_h=1", "--wrap", "sleep 1")
+    sid = out.stdout.strip().split(";")[0]
+    job = make_source(slurm_cluster).snapshot().jobs[f"test-{sid}"]
+    assert job.spec is not None and job.spec.gpus == gpus
