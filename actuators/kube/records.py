@@ -157,12 +157,14 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def workload_phase(obj: Mapping[str, Any]) -> tuple[WorkloadPhase, str | None]:
-    """Phase from the Job (or JobSet) conditions and spec.suspend, and the condition's message."""
+    """Phase from the Job (or JobSet) conditions, its deletion and spec.suspend, and why."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     conditions = _conditions(status)
     for kind, phase in (("Complete", "finished"), ("Completed", "finished"), ("Failed", "failed")):
         if kind in conditions:
             return phase, conditions[kind].get("message") or conditions[kind].get("reason")  # type: ignore[return-value]
+    if _meta(obj).get("deletionTimestamp"):
+        return "cancelled", "being deleted"
     if spec.get("suspend"):
         action = (_meta(obj).get("annotations") or {}).get(ANN_ACTION)
         return ("preempted", "suspended by ebbtide") if action == "preempt" else ("queued", None)

@@ -11,7 +11,8 @@ each on its own thread, feeding an in-memory view. The cycle:
    timeout) is reopened from the last one;
 3. a watch answered 410 Gone (the version is older than etcd's compaction) relists from step 1;
 4. any other failure (connection refused, 5xx, 403) waits with capped exponential backoff and
-   retries: the watch from the last version, the list if none.
+   retries: the watch from the last version, the list if none; after ``relist_after_failures``
+   failures in a row it relists anyway (what it missed meanwhile is in the list).
 
 A 404 on the list (a CRD such as JobSets not installed) is not an error: the kind is idle and
 retried after the longest backoff.
@@ -67,6 +68,7 @@ class Reflector:
     watch_timeout_s: int = 240
     request_timeout_s: float = 30.0
     backoff: Backoff = field(default_factory=Backoff)
+    relist_after_failures: int = 5
     synced: threading.Event = field(default_factory=threading.Event)
     stats: ReflectorStats = field(default_factory=ReflectorStats)
     resource_version: str | None = None
@@ -95,7 +97,10 @@ class Reflector:
 
     def watch_once(self, stop: threading.Event) -> None:
         """One watch from the last resourceVersion until the server closes it (or ``stop``)."""
-        self._watch = watch.Watch()
+        # return_type=object: events arrive as plain dicts (no model deserialisation), and an ERROR
+        # event (410 Gone) is raised as ApiException (with deserialize=False the client's own
+        # handling of ERROR events fails with KeyError 'raw_object').
+        self._watch = watch.Watch(return_type=object)
         stream = self._watch.stream(
             self.list_call,
             **self._selectors(),
@@ -103,7 +108,6 @@ class Reflector:
             allow_watch_bookmarks=True,
             timeout_seconds=self.watch_timeout_s,
             _request_timeout=self.watch_timeout_s + self.request_timeout_s,
-            deserialize=False,
         )
         for event in stream:
             if stop.is_set():
@@ -139,6 +143,8 @@ class Reflector:
         self.stats.errors += 1
         self.stats.last_error = why
         failures += 1
+        if failures >= self.relist_after_failures:
+            self.resource_version = None
         delay = self.backoff.max_s if absent else self.backoff.delay(failures)
         if absent:
             self.synced.set()  # nothing to list: the kind is not served here

@@ -183,7 +183,11 @@ class KubernetesSource:
         return out
 
     def start(self, sync_timeout_s: float = 60.0) -> None:
-        """Start every reflector; return once each has listed (PriorityClasses first), or raise."""
+        """Start every reflector; return once each has listed (PriorityClasses first), or raise.
+
+        After :meth:`stop`, a new start resumes each watch from its last resourceVersion (a 410
+        Gone there relists)."""
+        self._stop = threading.Event()
         first, rest = self.reflectors[0], self.reflectors[1:]
         self._spawn(first)
         first.synced.wait(sync_timeout_s)  # Jobs' weights need the PriorityClasses
