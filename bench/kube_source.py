@@ -6,8 +6,8 @@ suspended, opted-in Jobs (gangs of 1 to 8 GPUs, two PriorityClasses, every annot
 - initial list: wall time of ``KubernetesSource.start`` (every reflector listed) and of the first
   ``snapshot()``;
 - event lag: ``changes`` Job patches (a new ``ebbtide.io/team`` annotation each) sent back to back,
-  then half as many node cordons; a poller (every 5 ms) notes when the source's view first shows each
-  change; lag = seen - the patch's response; p50, p99, max;
+  then half as many node cordons (at most one per node); a poller (every 5 ms) notes when the
+  source's view first shows each change; lag = seen - the patch's response; p50, p99, max;
 - memory: the benchmark process's resident set (VmRSS, and its peak VmHWM) after the list and at the
   end: an upper bound on the source's, since the same process also creates the objects.
 

@@ -403,7 +403,7 @@ def test_configured_from_a_kubeconfig_file(kube_cluster, namespace, admin, make_
     client.AppsV1Api(admin).create_namespaced_deployment(namespace, deployment("chat-a", "chat", "pool-a", 1))
     config = ActuatorConfig(
         backend="kubernetes",
-        kubernetes=KubernetesConfig(kubeconfig=kubeconfig, context="test", namespace=namespace),
+        kubernetes=KubernetesConfig(kubeconfig=kubeconfig, context="test", namespaces=[namespace]),
     )
     actuator = build_actuator(config, "test")
     (result,) = actuator.apply(make_allocation("plan-k", services=[("chat", "pool-a", 2, 2.0)]))
