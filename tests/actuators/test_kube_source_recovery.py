@@ -1,6 +1,7 @@
 """The Kubernetes source recovers as client-go's reflectors do, against a real API server and etcd:
 its watches back off while the API server is down and resume after; a watch whose resourceVersion
-etcd has compacted away is answered 410 Gone and the source relists, missing nothing."""
+etcd has compacted away is answered 410 Gone and the source relists, missing nothing. And JobSets
+(the CRD installed, no controller): sourced with the gang summed over replicated jobs."""
 
 from __future__ import annotations
 
@@ -96,6 +97,56 @@ def test_a_compacted_resource_version_is_gone_and_the_source_relists(kube_cluste
         assert {w.job_id for w in source.view.cancelled_workloads()} == {"j-old"}, (
             "gone while away: cancelled"
         )
+    finally:
+        source.stop()
+        client.CoreV1Api(admin).delete_namespace(ns)
+
+
+def test_jobsets_are_sourced_with_the_gang_summed_over_replicated_jobs(kube_cluster: KubeCluster) -> None:
+    from kubernetes import client
+    from test_kube_real import install_jobset_crd
+
+    admin = api_client(kube_cluster.configuration(ADMIN_TOKEN))
+    install_jobset_crd(admin)
+    ns = new_namespace(admin)
+    custom = client.CustomObjectsApi(admin)
+
+    def replicated(name: str, replicas: int, parallelism: int, gpus: int) -> dict[str, Any]:
+        container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+        pod = {
+            "restartPolicy": "Never",
+            "containers": [container],
+            "nodeSelector": {"ebbtide.io/pool": "pool-a"},
+        }
+        job = {"parallelism": parallelism, "completions": parallelism, "template": {"spec": pod}}
+        return {"name": name, "replicas": replicas, "template": {"spec": job}}
+
+    body = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "js",
+            "labels": {"ebbtide.io/job-id": "j-js"},
+            "annotations": {"ebbtide.io/estimated-gpu-hours": "3"},
+        },
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [replicated("workers", 2, 1, 2), replicated("driver", 1, 2, 1)],
+        },
+    }
+    custom.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", ns, "jobsets", body)
+    api = api_client(kube_cluster.configuration(ADMIN_TOKEN))
+    source = KubernetesSource(
+        api, cluster="t", namespaces=[ns], backoff=Backoff(0.1, 0.5), watch_timeout_s=30
+    )
+    source.start()
+    try:
+        job = source.snapshot().jobs["j-js"]
+        assert (job.phase, job.spec.gpus, job.spec.allowed_pools) == ("held", 2 * 2 + 2 * 1, ["pool-a"])
+        custom.patch_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", "js", {"spec": {"suspend": False}}
+        )
+        wait_for("the JobSet running", lambda: source.snapshot().jobs["j-js"].phase == "running")
     finally:
         source.stop()
         client.CoreV1Api(admin).delete_namespace(ns)
