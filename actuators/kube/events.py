@@ -47,7 +47,7 @@ def record_event(
     }
     if uid:
         involved["uid"] = uid
-    body = {
+    body: Any = {
         "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
         "involvedObject": involved,
         "reason": reason,

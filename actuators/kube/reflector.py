@@ -100,8 +100,8 @@ class Reflector:
         # return_type=object: events arrive as plain dicts (no model deserialisation), and an ERROR
         # event (410 Gone) is raised as ApiException (with deserialize=False the client's own
         # handling of ERROR events fails with KeyError 'raw_object').
-        self._watch = watch.Watch(return_type=object)
-        stream = self._watch.stream(
+        self._watch = watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
+        stream = self._watch.stream(  # type: ignore[no-untyped-call]
             self.list_call,
             **self._selectors(),
             resource_version=self.resource_version,
@@ -157,7 +157,7 @@ class Reflector:
         """Close the open watch so ``run`` sees its stop flag now rather than at the next event."""
         current = self._watch
         if current is not None:
-            current.stop()
+            current.stop()  # type: ignore[no-untyped-call]
             resp = getattr(current, "_resp", None)
             if resp is not None:
                 with contextlib.suppress(Exception):

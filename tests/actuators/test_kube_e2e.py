@@ -25,15 +25,19 @@ import pytest
 from kube_cluster import ADMIN_TOKEN
 from kube_control_plane import COMPLETE_DELAY_ANNOTATION, ControlPlane, gpu_node, wait_for
 from prometheus_client import CollectorRegistry
-from test_slurm_e2e import Threads, actuations, job_events, start_service, start_source
+from test_slurm_e2e import Threads, actuations, job_events, start_service
 
 from actuators.kube import api_client
-from actuators.kube.events import REASON_STARTED
+from actuators.kube.events import REASON_HELD, REASON_STARTED
 from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB
+from actuators.kube.source import KubernetesSource
 from actuators.kube.workloads import ANN_DECISION
 from ebbtide.settings import Settings, load_settings
+from ebbtide.wiring import build_cluster_source, build_source_publisher
 from schemas import JobEventKind
 from streams.metrics import EbbtideMetrics
+from streams.producer import EventProducer
+from streams.services.source import run_source
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kubernetes, pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -99,6 +103,24 @@ def chat_deployment() -> dict[str, Any]:
             "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
         },
     }
+
+
+def start_source(threads: Threads, settings: Settings, metrics: EbbtideMetrics) -> None:
+    """``ebbtide run source`` as a thread; its watches are closed when it stops (a process would end)."""
+    source = build_cluster_source(settings)
+    assert isinstance(source, KubernetesSource)
+    publisher = build_source_publisher(settings, source)
+
+    def body(stop: threading.Event) -> None:
+        producer = EventProducer(settings.kafka.bootstrap_servers, client_id="e2e-source")
+        try:
+            run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
+                       interval_s=settings.source.interval_s, stop=stop, metrics=metrics)  # fmt: skip
+        finally:
+            producer.close()
+            source.stop()
+
+    threads.start("source", body)
 
 
 class PodSampler:
@@ -267,6 +289,10 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
     ]
     assert {e.involved_object.name for e in started_events} == {name for name, *_ in JOBS}
     assert all(e.message for e in started_events), "every Event carries the decision's reason"
+    held_events = [e for e in core.list_namespaced_event(ns).items if e.reason == REASON_HELD]
+    assert held_events and all(e.message.startswith("held") for e in held_events), [
+        e.message for e in held_events
+    ]
     started = {e.job_id: e.pool for e in events if e.kind == JobEventKind.STARTED}
     for name, pool, *_ in JOBS:
         assert pool is None or started[f"e2e-{name}"] == pool, (name, started)
