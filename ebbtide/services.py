@@ -39,13 +39,14 @@ from streams.services.demand_source import DemandSource, run_demand_source
 from streams.services.nvml_reader import NvmlReader, NvmlUnavailable, open_nvml
 from streams.services.source import run_source
 from streams.state_diff import gpu_samples_of
-from streams.topics_admin import ensure_catalogue
+from streams.topics_admin import ReplicationError, ensure_catalogue
 
 log = logging.getLogger(__name__)
 
 EXIT_NO_NVML = 3
 EXIT_NO_BROKER = 4
 EXIT_NO_PLANNER = 5
+EXIT_BAD_REPLICATION = 6
 
 
 def _sampler(settings: Settings) -> tuple[Sampler, NvmlReader | None]:
@@ -88,7 +89,7 @@ def run_collector(settings: Settings, stop: threading.Event, heartbeat: Heartbea
         return produce_samples(
             sample,
             WallClock(),
-            bootstrap=settings.kafka.bootstrap_servers,
+            bootstrap=settings.kafka,
             topic_prefix=settings.kafka.topic_prefix,
             interval_s=settings.collector.interval_s,
             stop=stop,
@@ -108,7 +109,7 @@ def run_demand(
     return run_demand_source(
         source,
         WallClock(),
-        bootstrap=settings.kafka.bootstrap_servers,
+        bootstrap=settings.kafka,
         topic_prefix=settings.kafka.topic_prefix,
         interval_s=settings.demand.interval_s,
         stop=stop,
@@ -124,7 +125,7 @@ def run_cluster_source(
     publisher = build_source_publisher(settings, source)
     log.info("source: %s for cluster %s every %.0f s (%d jobs known)", source.name, settings.cluster,
              settings.source.interval_s, len(publisher.last))  # fmt: skip
-    producer = EventProducer(settings.kafka.bootstrap_servers, client_id=f"ebbtide-source-{settings.cluster}")
+    producer = EventProducer(settings.kafka, client_id=f"ebbtide-source-{settings.cluster}")
     try:
         return run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
                           interval_s=settings.source.interval_s, stop=stop, metrics=METRICS,
@@ -143,16 +144,16 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
         except NvmlUnavailable as exc:
             print(f"collector: {exc}", flush=True)
             return EXIT_NO_NVML
-    bootstrap = settings.kafka.bootstrap_servers
-    if not answers_metadata(bootstrap, timeout_s=10.0):
-        print(
-            f"{service}: no Kafka broker answers at {bootstrap} "
-            "(setting kafka.bootstrap_servers [EBBTIDE_KAFKA__BOOTSTRAP_SERVERS])",
-            flush=True,
-        )
+    if not answers_metadata(settings.kafka, timeout_s=10.0):
+        print(f"{service}: {_no_broker(settings)}", flush=True)
         return EXIT_NO_BROKER
     if settings.kafka.create_topics:
-        ensure_catalogue(bootstrap, settings.kafka.topic_prefix)
+        try:
+            ensure_catalogue(settings.kafka, settings.kafka.topic_prefix, settings.kafka.durability())
+        except ReplicationError as exc:
+            print(f"{service}: setting kafka.replication_factor [EBBTIDE_KAFKA__REPLICATION_FACTOR]: {exc}",
+                  flush=True)  # fmt: skip
+            return EXIT_BAD_REPLICATION
     heartbeat = heartbeat_for(service, settings)
     endpoint = serve_metrics(settings.metrics_port, health=heartbeat) if settings.metrics_enabled else None
     try:
@@ -169,6 +170,21 @@ def run_service(service: str, settings: Settings, stop: threading.Event) -> int:
     finally:
         if endpoint is not None:
             endpoint.close()
+
+
+def _no_broker(settings: Settings) -> str:
+    """Why start-up stopped when no broker answered: the servers, and the security settings when
+    they may be what the broker refused (never a credential)."""
+    kafka = settings.kafka
+    why = f"no Kafka broker answers at {kafka.bootstrap_servers} (setting kafka.bootstrap_servers " \
+          "[EBBTIDE_KAFKA__BOOTSTRAP_SERVERS])"  # fmt: skip
+    if kafka.security_protocol != "PLAINTEXT":
+        why += (
+            f", or it refuses security_protocol {kafka.security_protocol}"
+            + (f" with sasl_mechanism {kafka.sasl_mechanism}" if kafka.sasl_mechanism else "")
+            + " (settings kafka.security_protocol, kafka.sasl_*, kafka.ssl_*)"
+        )
+    return why
 
 
 def _run_stream_service(service: str, settings: Settings, stop: threading.Event, heartbeat: Heartbeat) -> int:

@@ -139,7 +139,7 @@ class Parts:
 
 
 def build_processor(service: str, settings: Settings, parts: Parts) -> Processor:
-    bootstrap = settings.kafka.bootstrap_servers
+    bootstrap = settings.kafka
     if service == "state":
         seed = parts.seed or load_seed(settings)
         clock = parts.clock or WallClock()
@@ -255,7 +255,7 @@ def build_runtime(
     )
     return ServiceRuntime(
         processor=processor,
-        bootstrap=kafka.bootstrap_servers,
+        bootstrap=kafka,
         group_id=group_id,
         observe=observe,
         heartbeat=heartbeat,
@@ -281,7 +281,13 @@ def build_cluster_source(settings: Settings) -> ClusterSource:
     if backend == "slurm":
         from actuators.slurm.source import slurm_source
 
-        return slurm_source(settings.actuator.slurm, settings.cluster)
+        slurm = settings.actuator.slurm
+        if slurm.rest_url and not (slurm.rest_token or os.environ.get("SLURM_JWT")):
+            raise SettingsError(
+                "setting actuator.slurm.rest_token [EBBTIDE_ACTUATOR__SLURM__REST_TOKEN]: required with "
+                "actuator.slurm.rest_url (or set SLURM_JWT)"
+            )
+        return slurm_source(slurm, settings.cluster)
     if backend == "kubernetes":
         from actuators.kube.source import kubernetes_source
 
@@ -295,7 +301,7 @@ def build_cluster_source(settings: Settings) -> ClusterSource:
 
 def build_source_publisher(settings: Settings, source: ClusterSource) -> SourcePublisher:
     """The source's publisher, its ``last`` rebuilt from the job-events and inventory topics."""
-    bootstrap, prefix = settings.kafka.bootstrap_servers, settings.kafka.topic_prefix
+    bootstrap, prefix = settings.kafka, settings.kafka.topic_prefix
     seed = load_seed(settings)
     return SourcePublisher(
         source,

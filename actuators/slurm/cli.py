@@ -52,14 +52,21 @@ def parse_key_values(line: str) -> dict[str, str]:
 
 
 def squeue_shaped(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``sacct --json`` job in the field names of ``squeue --json`` that the backend reads."""
+    """A ``sacct --json`` job in the field names of ``squeue --json`` that the backend reads: its
+    state, its comment (kept by accounting with ``AccountingStoreFlags=job_comment``) and its GPUs
+    (``AccountingStorageTRES=gres/gpu``)."""
     state = record.get("state") or {}
     comment = record.get("comment")
+    requested = (record.get("tres") or {}).get("requested") or []
+    gpus = sum(
+        int(t.get("count") or 0) for t in requested if t.get("type") == "gres" and t.get("name") == "gpu"
+    )
     return {
         **record,
         "job_state": state.get("current", "") if isinstance(state, Mapping) else str(state),
         "state_reason": state.get("reason", "") if isinstance(state, Mapping) else "",
         "comment": comment.get("job", "") if isinstance(comment, Mapping) else comment,
+        "tres_per_job": f"gres:gpu:{gpus}" if gpus else "",
     }
 
 

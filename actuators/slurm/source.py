@@ -68,7 +68,9 @@ class SlurmSource:
             job = self._sourced(record)
             if job is not None:
                 jobs[job.job_id] = job
-        self._reported = {j.job_id.rsplit("-", 1)[1] for j in jobs.values()}
+        # Jobs to look up in accounting should they leave squeue: those that have not ended.
+        ended = {"finished", "failed", "cancelled"}
+        self._reported = {j.job_id.rsplit("-", 1)[1] for j in jobs.values() if j.phase not in ended}
         return SourceSnapshot(cluster=self.cluster, time=now, jobs=jobs, inventory=self._inventory(now))
 
     def _sourced(self, record: Mapping[str, Any]) -> SourcedJob | None:

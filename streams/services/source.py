@@ -9,7 +9,10 @@ last one published. The state service folds both.
 
 Order of a round (its commit order): snapshot; produce the round's records; flush, which waits for
 the broker's acknowledgement of every record; only then is the round's outcome taken into ``last``
-(the latest event kind per job) and the last inventory; then the heartbeat beats. A round the
+(the latest event kind per job) and the last inventory. The heartbeat beats after every round,
+completed or not (as the stream services beat at every poll: restarting the source would not bring
+a cluster or a broker back; ``ebbtide_steps_total{component="source",outcome="error"}`` shows the
+failed rounds). A round the
 broker did not acknowledge is sent again, the same records with their own times, before any new
 snapshot, so a delivery failure neither loses a transition nor publishes one twice with two times.
 
@@ -131,7 +134,8 @@ def run_source(
     """Run rounds every ``interval_s`` until ``stop`` is set (see the module doc); returns 0."""
     topics = {t.name: prefixed(t, topic_prefix) for t in (JOB_EVENTS, INVENTORY)}
     while not stop.is_set():
-        if step_once(publisher, sink, topics, metrics) and heartbeat is not None:
+        step_once(publisher, sink, topics, metrics)
+        if heartbeat is not None:  # the loop is alive; a cluster or broker outage is no failed probe
             heartbeat.beat()
         stop.wait(interval_s)
     return 0

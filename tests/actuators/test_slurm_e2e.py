@@ -1,15 +1,20 @@
 """ebbtide end to end on a real Slurm cluster over a real Apache Kafka broker (``e2e``, ``slurm``).
 
-Users ``sbatch --hold`` short jobs with ebbtide comments; the source, state, forecaster, optimizer
-(the ebbtide planner) and actuator (backend ``slurm``) run as threads, each built by the wiring
-from settings as ``ebbtide run <service>`` builds it, on a 4 s step. ebbtide observes the jobs,
-releases them on a partition, Slurm runs them (``sleep``), they complete, ebbtide sees it and
-releases the next. Mid-run the source is stopped and started again from what it published.
+Users ``sbatch --hold`` short jobs with ebbtide comments; ``ebbtide run source`` runs as its own
+process, the state, forecaster, optimizer (the ebbtide planner) and actuator (backend ``slurm``)
+as threads, each built by the wiring from settings as ``ebbtide run <service>`` builds it, on a
+4 s step. ebbtide observes the jobs, releases them on a partition, Slurm runs them (``sleep``),
+they complete, ebbtide sees it and releases the next. Mid-run the source process is SIGKILLed and
+started again: it resumes from what it published.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -24,13 +29,11 @@ from test_slurm_real import wait_for
 
 from actuators.slurm.records import job_gpus, job_phase
 from ebbtide.settings import Settings, load_settings
-from ebbtide.wiring import build_cluster_source, build_runtime, build_source_publisher
+from ebbtide.wiring import build_runtime
 from schemas import ActuationResult, JobEvent, JobEventKind
 from schemas.topics import ACTUATIONS, JOB_EVENTS
 from streams.metrics import EbbtideMetrics
-from streams.producer import EventProducer
 from streams.services.runtime import read_topic_to_end
-from streams.services.source import run_source
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slurm, pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -92,6 +95,7 @@ def e2e_settings(bootstrap: str, prefix: str, slurm: SlurmCluster, spec: Path) -
             "group_prefix": prefix,
             "session_timeout_ms": 6000,
             "poll_timeout_s": 0.1,
+            "replication_factor": 1,  # the session's one broker
         },
         optimizer={"forecast_wait_s": 0.0},
         actuator={"backend": "slurm", "checkpoint_grace_s": 0, "slurm": {"slurm_conf": slurm.conf}},
@@ -99,18 +103,25 @@ def e2e_settings(bootstrap: str, prefix: str, slurm: SlurmCluster, spec: Path) -
     )
 
 
-def start_source(threads: Threads, settings: Settings, metrics: EbbtideMetrics) -> None:
-    publisher = build_source_publisher(settings, build_cluster_source(settings))
-
-    def body(stop: threading.Event) -> None:
-        producer = EventProducer(settings.kafka.bootstrap_servers, client_id="e2e-source")
-        try:
-            run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
-                       interval_s=settings.source.interval_s, stop=stop, metrics=metrics)  # fmt: skip
-        finally:
-            producer.close()
-
-    threads.start("source", body)
+def start_source_process(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    """``ebbtide run source`` as its own process, with the same settings from the environment."""
+    env = {
+        **os.environ,
+        "EBBTIDE_CLUSTER": settings.cluster,
+        "EBBTIDE_STEP_S": str(settings.step_s),
+        "EBBTIDE_CLUSTER_SPEC": str(settings.cluster_spec),
+        "EBBTIDE_METRICS_ENABLED": "false",
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
+        "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(settings.kafka.replication_factor),
+        "EBBTIDE_SOURCE__BACKEND": "slurm",
+        "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
+        "EBBTIDE_ACTUATOR__SLURM__SLURM_CONF": str(settings.actuator.slurm.slurm_conf),
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "ebbtide.cli", "run", "source"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def start_service(threads: Threads, name: str, settings: Settings, transactions: bool,
@@ -148,8 +159,11 @@ class Sampler:
 
 
 def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_nothing(
-    slurm_cluster: SlurmCluster, kafka_broker, topic_prefix: str, tmp_path: Path
+    accounted_cluster: SlurmCluster, kafka_broker, topic_prefix: str, tmp_path: Path
 ) -> None:
+    """On a cluster keeping accounting that forgets ended jobs after 2 s: they leave squeue, and
+    sacct says how they ended."""
+    slurm_cluster = accounted_cluster
     spec = tmp_path / "cluster.yaml"
     spec.write_text(SPEC)
     settings = e2e_settings(kafka_broker.bootstrap, topic_prefix, slurm_cluster, spec)
@@ -163,20 +177,26 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
     metrics = EbbtideMetrics(CollectorRegistry())
     threads, sampler = Threads(), Sampler(slurm_cluster)
     threads.start("sampler", sampler)
-    start_source(threads, settings, metrics)
+    log = tmp_path / "source.log"
+    source = start_source_process(settings, log)
     for name in ("state", "forecaster", "optimizer", "actuator"):
         start_service(threads, name, settings, kafka_broker.transactions, metrics)
     try:
         finished = lambda: {e.job_id for e in job_events(settings) if e.kind == JobEventKind.FINISHED}  # noqa: E731
         wait_for(lambda: len(finished()) >= 2, timeout_s=60, what="two jobs to finish")
-        threads.stop("source")  # a restart mid-run: rebuilt from what it published
-        start_source(threads, settings, metrics)
+        source.send_signal(signal.SIGKILL)  # a restart mid-run, wherever its round was
+        source.wait(timeout=10)
+        source = start_source_process(settings, log)
         wait_for(lambda: finished() >= set(keys), timeout_s=90, what="every job to finish")
-        time.sleep(2.5)  # rounds of the restarted source after the last change: nothing new
+        time.sleep(3.0)  # rounds of the restarted source after the last change: nothing new
+        assert source.poll() is None, log.read_text()[-2000:]
+        assert f"({len(JOBS)} jobs known)" in log.read_text(), "the restarted source read back its records"
     except AssertionError:
-        print(diagnosis(settings, slurm_cluster, keys))
+        print(diagnosis(settings, slurm_cluster, keys), log.read_text()[-3000:])
         raise
     finally:
+        source.terminate()
+        source.wait(timeout=20)
         threads.stop_all()
     wall_s = time.monotonic() - t0
     assert not threads.errors, threads.errors
@@ -188,10 +208,12 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
         assert per_job[(key, JobEventKind.STARTED)] == 1, key
         assert per_job[(key, JobEventKind.FINISHED)] == 1, key
     assert not [e for e in events if e.kind in (JobEventKind.FAILED, JobEventKind.CANCELLED)]
+    accounted = {str(j["job_id"]): j for j in json.loads(slurm_cluster.run(
+        "sacct", "--json", "-j", ",".join(str(i) for i in ids.values())).stdout)["jobs"]}  # fmt: skip
     notes = {}
     for name, sid in ids.items():
-        assert "JobState=COMPLETED" in slurm_cluster.run("scontrol", "show", "job", str(sid)).stdout, name
-        comment = slurm_cluster.run("squeue", "-h", "-t", "all", "-j", str(sid), "-o", "%k").stdout.strip()
+        assert accounted[str(sid)]["state"]["current"] == "COMPLETED", name
+        comment = str(accounted[str(sid)]["comment"]["job"])
         assert comment.startswith("ebbtide: est_gpu_s=") and "| ebbtide-decision: run: " in comment, comment
         notes[name] = comment
     writes = Counter(r.target for r in actuations(settings) if r.outcome == "applied")

@@ -99,3 +99,62 @@ def test_the_gang_is_the_gres_request_times_the_nodes_or_the_jobs_gpus(
     sid = out.stdout.strip().split(";")[0]
     job = make_source(slurm_cluster).snapshot().jobs[f"test-{sid}"]
     assert job.spec is not None and job.spec.gpus == gpus
+
+
+def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from actuators.slurm.rest import SlurmRest
+
+    url, token = slurm_cluster.start_rest(user="daemon")
+    good = slurm_cluster.submit("rest-good", "pool-a,pool-b", gpus=2, user="daemon",
+                                comment="ebbtide: est_gpu_h=1 weight=2")  # fmt: skip
+    bad = slurm_cluster.submit("rest-bad", "pool-a", gpus=2, user="daemon", comment="ebbtide: weight=2")
+    cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
+    rest = SlurmRest(url, "daemon", token, cli=cli)
+    via_rest = SlurmSource(rest, cluster="test").snapshot()
+    assert rest.api == "/slurm/v0.0.38", "negotiated from the daemon's /openapi"
+    assert comment_of(slurm_cluster, bad) == "ebbtide: weight=2 | ebbtide-error: est_gpu_h: required " + (
+        "(GPU-hours of work, e.g. est_gpu_h=4)"
+    ), "noted through slurmrestd, as the job's owner"
+    via_cli = make_source(slurm_cluster).snapshot()
+    assert list(via_rest.jobs) == [f"test-{good}"]
+    assert via_rest.jobs == via_cli.jobs
+    assert via_rest.inventory is not None and via_cli.inventory is not None
+    assert via_rest.inventory.pools == via_cli.inventory.pools
+
+
+def test_a_slurmrestd_offering_no_version_ebbtide_reads_is_refused_naming_what_it_offers(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    from actuators.base import PermanentError
+    from actuators.slurm.rest import SlurmRest
+
+    url, token = slurm_cluster.start_rest(user="daemon", api="v0.0.37")
+    source = SlurmSource(SlurmRest(url, "daemon", token), cluster="test")
+    with pytest.raises(PermanentError, match=r"offers OpenAPI v0\.0\.37; ebbtide reads v0\.0\.38"):
+        source.snapshot()
+
+
+def test_a_job_that_left_squeue_is_read_from_sacct(accounted_cluster: SlurmCluster) -> None:
+    sid = accounted_cluster.submit("acct", "pool-a", gpus=2, comment="ebbtide: est_gpu_h=1", run_s=1)
+    key = f"test-{sid}"
+    source = make_source(accounted_cluster)
+    last: dict[str, JobEventKind] = {}
+
+    def step() -> list[JobEventKind]:
+        events = lifecycle_events(last, source.snapshot())
+        last.update({e.job_id: e.kind for e in events})
+        return [e.kind for e in events]
+
+    assert step() == [JobEventKind.SUBMITTED]
+    accounted_cluster.run("scontrol", "release", str(sid))
+    wait_for(lambda: source.snapshot().jobs[key].phase == "running", what="the released job to run")
+    assert step() == [JobEventKind.STARTED]
+
+    def left_squeue() -> bool:
+        return str(sid) not in accounted_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split()
+
+    wait_for(left_squeue, timeout_s=60, what="slurmctld to purge the ended job")
+    assert step() == [JobEventKind.FINISHED], "from sacct, not vanished (cancelled)"
+    assert step() == [] and key not in source.snapshot().jobs, "an ended job is looked up no more"

@@ -116,6 +116,10 @@ def test_collector_without_a_gpu_says_so_instead_of_a_traceback():
         ({}, "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source"),
         ({"EBBTIDE_SOURCE__BACKEND": "yarn"}, "source.backend [EBBTIDE_SOURCE__BACKEND]: Input should be"),
         ({"EBBTIDE_SOURCE__BACKEND": "slurm", "EBBTIDE_SOURCE__INTERVAL_S": "0"}, "source.interval_s"),
+        (
+            {"EBBTIDE_SOURCE__BACKEND": "slurm", "EBBTIDE_ACTUATOR__SLURM__REST_URL": "http://127.0.0.1:1"},
+            "actuator.slurm.rest_token [EBBTIDE_ACTUATOR__SLURM__REST_TOKEN]: required",
+        ),
     ],
 )
 def test_run_source_fails_at_start_naming_its_setting(env: dict[str, str], named: str):

@@ -18,6 +18,7 @@ from schemas import InventoryNode, InventoryPool, JobEventKind, JobStatus, PoolI
 from schemas.base import Event
 from schemas.topics import INVENTORY, JOB_EVENTS, Topic
 from streams.fold import ClusterFold
+from streams.health import Heartbeat
 from streams.memory_bus import MemoryBus
 from streams.metrics import EbbtideMetrics
 from streams.producer import DeliveryError
@@ -152,8 +153,10 @@ def test_inventory_outside_the_clusters_pools_is_left_out() -> None:
 def test_run_source_beats_and_stops() -> None:
     bus, _ = _bus()
     stop = threading.Event()
-    script: list[SourceSnapshot | Exception] = [sourced("held", i) for i in range(1, 50)]
+    script: list[SourceSnapshot | Exception] = [RuntimeError("squeue: timed out")]
+    script += [sourced("held", i) for i in range(1, 50)]
     publisher = SourcePublisher(ScriptedCluster(script), "c1")
+    heartbeat = Heartbeat("source")
 
     class StopAfter(BusSink):
         def flush(self, timeout_s: float = 30.0) -> None:
@@ -162,6 +165,7 @@ def test_run_source_beats_and_stops() -> None:
                 stop.set()
 
     assert run_source(publisher, StopAfter(bus), topic_prefix="", interval_s=0.01, stop=stop,
-                      metrics=_metrics()) == 0  # fmt: skip
+                      metrics=_metrics(), heartbeat=heartbeat) == 0  # fmt: skip
     assert [e.kind for e in bus.read(JOB_EVENTS)] == [K.SUBMITTED]
+    assert heartbeat.beats >= 3, "every round beats, the failed snapshot's too"
     assert bus.read(JOB_EVENTS)[0].time == at(1)  # type: ignore[attr-defined]
