@@ -3,16 +3,22 @@
 The cluster: kube-apiserver on etcd, kube-controller-manager (the Job controller), kube-scheduler and
 KWOK playing four 8-GPU nodes in two pools (tests/actuators/kube_control_plane.py). A user creates
 suspended, labelled Jobs (gangs of 1 to 8 GPUs, two PriorityClasses, one with a deadline) and a
-labelled inference Deployment. The source, state, forecaster, optimizer (the ebbtide planner) and
-actuator (backend ``kubernetes``) run as threads, each built by the wiring from settings as
-``ebbtide run <service>`` builds it, on a 4 s step. ebbtide observes the Jobs, resumes them on a
-pool, the scheduler binds their pods to KWOK nodes, KWOK completes the pods after their annotated
-duration, the Job controller marks the Jobs Complete, ebbtide sees it and resumes the next. Mid-run
-the source and the actuator are stopped and started again.
+labelled inference Deployment. The source runs as its own ``ebbtide run source`` process; state,
+forecaster, optimizer (the ebbtide planner) and actuator (backend ``kubernetes``) as threads, each
+built by the wiring from settings as ``ebbtide run <service>`` builds it, on a 4 s step. ebbtide
+observes the Jobs, resumes them on a pool, the scheduler binds their pods to KWOK nodes, KWOK
+completes the pods after their annotated duration, the Job controller marks the Jobs Complete,
+ebbtide sees it and resumes the next. Mid-run the source process is SIGKILLed and the actuator
+stopped, and both are started again.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -30,14 +36,10 @@ from test_slurm_e2e import Threads, actuations, job_events, start_service
 from actuators.kube import api_client
 from actuators.kube.events import REASON_HELD, REASON_STARTED
 from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB
-from actuators.kube.source import KubernetesSource
 from actuators.kube.workloads import ANN_DECISION
 from ebbtide.settings import Settings, load_settings
-from ebbtide.wiring import build_cluster_source, build_source_publisher
 from schemas import JobEventKind
 from streams.metrics import EbbtideMetrics
-from streams.producer import EventProducer
-from streams.services.source import run_source
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kubernetes, pytest.mark.kafka, pytest.mark.timeout(600)]
@@ -105,22 +107,28 @@ def chat_deployment() -> dict[str, Any]:
     }
 
 
-def start_source(threads: Threads, settings: Settings, metrics: EbbtideMetrics) -> None:
-    """``ebbtide run source`` as a thread; its watches are closed when it stops (a process would end)."""
-    source = build_cluster_source(settings)
-    assert isinstance(source, KubernetesSource)
-    publisher = build_source_publisher(settings, source)
-
-    def body(stop: threading.Event) -> None:
-        producer = EventProducer(settings.kafka.bootstrap_servers, client_id="e2e-source")
-        try:
-            run_source(publisher, producer, topic_prefix=settings.kafka.topic_prefix,
-                       interval_s=settings.source.interval_s, stop=stop, metrics=metrics)  # fmt: skip
-        finally:
-            producer.close()
-            source.stop()
-
-    threads.start("source", body)
+def start_source_process(settings: Settings, namespace: str, log: Path) -> subprocess.Popen[bytes]:
+    """``ebbtide run source`` (backend kubernetes) as its own process, its settings from the environment."""
+    k = settings.actuator.kubernetes
+    env = {
+        **os.environ,
+        "EBBTIDE_CLUSTER": settings.cluster,
+        "EBBTIDE_STEP_S": str(settings.step_s),
+        "EBBTIDE_CLUSTER_SPEC": str(settings.cluster_spec),
+        "EBBTIDE_METRICS_ENABLED": "false",
+        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
+        "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
+        "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(settings.kafka.replication_factor),
+        "EBBTIDE_SOURCE__BACKEND": "kubernetes",
+        "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
+        "EBBTIDE_ACTUATOR__KUBERNETES__KUBECONFIG": str(k.kubeconfig),
+        "EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES": json.dumps([namespace]),
+        "EBBTIDE_ACTUATOR__KUBERNETES__JOBSETS": "false",
+    }
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "ebbtide.cli", "run", "source"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 class PodSampler:
@@ -178,6 +186,7 @@ def e2e_settings(bootstrap: str, prefix: str, plane: ControlPlane, namespace: st
             "group_prefix": prefix,
             "session_timeout_ms": 6000,
             "poll_timeout_s": 0.1,
+            "replication_factor": 1,  # the session's one broker
         },
         optimizer={"forecast_wait_s": 0.0},
         actuator={
@@ -239,7 +248,8 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
     metrics = EbbtideMetrics(CollectorRegistry())
     threads, sampler = Threads(), PodSampler(admin, ns)
     threads.start("sampler", sampler)
-    start_source(threads, settings, metrics)
+    log = tmp_path / "source.log"
+    source = start_source_process(settings, ns, log)
     for name in ("state", "forecaster", "optimizer", "actuator"):
         start_service(threads, name, settings, kafka_broker.transactions, metrics)
 
@@ -248,16 +258,23 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
 
     try:
         wait_for("three jobs to finish", lambda: len(finished()) >= 3, timeout_s=90, every_s=0.5)
-        for name in ("source", "actuator"):  # a restart mid-run: each rebuilt from what it published
-            threads.stop(name)
-        start_source(threads, settings, metrics)
+        # restarts mid-run: the source process SIGKILLed wherever its round was, the actuator stopped;
+        # each starts again from what it published
+        source.send_signal(signal.SIGKILL)
+        source.wait(timeout=10)
+        threads.stop("actuator")
+        source = start_source_process(settings, ns, log)
         start_service(threads, "actuator", settings, kafka_broker.transactions, metrics)
         wait_for("every job to finish", lambda: finished() >= set(keys), timeout_s=120, every_s=0.5)
-        time.sleep(2.5)  # rounds of the restarted source after the last change: nothing new
+        time.sleep(3.0)  # rounds of the restarted source after the last change: nothing new
+        assert source.poll() is None, log.read_text()[-2000:]
+        assert f"({len(JOBS)} jobs known)" in log.read_text(), "the restarted source read back its records"
     except AssertionError:
-        print(diagnosis(settings, admin, ns, keys))
+        print(diagnosis(settings, admin, ns, keys), log.read_text()[-3000:])
         raise
     finally:
+        source.terminate()
+        source.wait(timeout=20)
         threads.stop_all()
     wall_s = time.monotonic() - t0
     assert not threads.errors, threads.errors
