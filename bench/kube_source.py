@@ -174,12 +174,12 @@ def _measure_lag(rest: Rest, source: Any, ns: str, jobs: int, nodes: int, change
 
     def seen(key: tuple[str, str], value: str) -> bool:
         kind, name = key
+        if kind == "job":
+            rec = view.workloads.get(("Job", ns, name))
+            return rec is not None and rec.spec is not None and rec.spec.team == value
         with view.lock:
-            if kind == "job":
-                rec = view.workloads.rows.get(("Job", ns, name))
-                return rec is not None and rec.spec is not None and rec.spec.team == value
             node = view.nodes.rows.get(name)
-            return node is not None and node.reason == value
+        return node is not None and node.reason == value
 
     probe = LagProbe(seen)
     poller = threading.Thread(target=probe.run, daemon=True)

@@ -39,7 +39,7 @@ from actuators.kube.jobspec import GPU_RESOURCE, LABEL_JOB, LABEL_POOL, Priority
 from actuators.kube.records import LABEL_SERVICE, WorkloadRecord
 from actuators.kube.reflector import Backoff, Reflector
 from actuators.kube.snapshot import build_snapshot
-from actuators.kube.view import KubeView
+from actuators.kube.view import KubeView, Table
 from actuators.kube.workloads import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from loop.sources import SourceSnapshot
 
@@ -57,6 +57,21 @@ def _with_kind(kind: str, fn: Callable[..., None]) -> Callable[..., None]:
         fn(*args)
 
     return wrapped
+
+
+def _reflector(
+    name: str,
+    lister: Callable[..., Any],
+    table: Table[Any],
+    opts: dict[str, Any],
+    kind: str | None,
+    label: str | None,
+) -> Reflector:
+    """A reflector feeding ``table`` (list items get ``kind`` set: lists leave it out)."""
+    replace, apply = (table.replace, table.apply) if kind is None else (
+        _with_kind(kind, table.replace), _with_kind(kind, table.apply)
+    )  # fmt: skip
+    return Reflector(name, lister, replace, apply, label_selector=label, **opts)
 
 
 class KubernetesSource:
@@ -122,64 +137,42 @@ class KubernetesSource:
         ]
 
     def _namespaced_reflectors(self, opts: dict[str, Any], jobsets: bool) -> list[Reflector]:
+        """Per namespace (or once for all): Jobs, JobSets, Deployments, HPAs, each into its own table."""
         v = self.view
         batch, apps = client.BatchV1Api(self.api), client.AppsV1Api(self.api)
         hpa, custom = client.AutoscalingV2Api(self.api), client.CustomObjectsApi(self.api)
-        scopes: list[str | None] = list(self.namespaces) or [None]
         out = []
+        scopes: list[str | None] = [*self.namespaces] or [None]
         for ns in scopes:
             where = ns or "all"
-
-            def pick(namespaced: Callable[..., Any], everywhere: Callable[..., Any]) -> Callable[..., Any]:
-                return partial(namespaced, ns) if ns else everywhere  # noqa: B023 (called at once)
-
-            jobs = pick(batch.list_namespaced_job, batch.list_job_for_all_namespaces)
-            out.append(
-                Reflector(
-                    f"jobs/{where}",
-                    jobs,
-                    _with_kind("Job", v.workloads.replace),
-                    _with_kind("Job", v.workloads.apply),
-                    label_selector=LABEL_JOB,
-                    **opts,
-                )
-            )
+            jobs = partial(batch.list_namespaced_job, ns) if ns else batch.list_job_for_all_namespaces
+            out.append(_reflector(f"jobs/{where}", jobs, v.workloads.new(), opts, "Job", LABEL_JOB))
             if jobsets:
+                group = (JOBSET_GROUP, JOBSET_VERSION)
                 lister = (
-                    partial(
-                        custom.list_namespaced_custom_object, JOBSET_GROUP, JOBSET_VERSION, ns, JOBSET_PLURAL
-                    )
+                    partial(custom.list_namespaced_custom_object, *group, ns, JOBSET_PLURAL)
                     if ns
-                    else partial(
-                        custom.list_cluster_custom_object, JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL
-                    )
+                    else partial(custom.list_cluster_custom_object, *group, JOBSET_PLURAL)
                 )
                 out.append(
-                    Reflector(
-                        f"jobsets/{where}",
-                        lister,
-                        _with_kind("JobSet", v.workloads.replace),
-                        _with_kind("JobSet", v.workloads.apply),
-                        label_selector=LABEL_JOB,
-                        **opts,
-                    )
+                    _reflector(f"jobsets/{where}", lister, v.workloads.new(), opts, "JobSet", LABEL_JOB)
                 )
-            deployments = pick(apps.list_namespaced_deployment, apps.list_deployment_for_all_namespaces)
+            deployments = (
+                partial(apps.list_namespaced_deployment, ns)
+                if ns
+                else apps.list_deployment_for_all_namespaces
+            )
             out.append(
-                Reflector(
-                    f"deployments/{where}",
-                    deployments,
-                    v.deployments.replace,
-                    v.deployments.apply,
-                    label_selector=LABEL_SERVICE,
-                    **opts,
+                _reflector(
+                    f"deployments/{where}", deployments, v.deployments.new(), opts, None, LABEL_SERVICE
                 )
             )
-            hpas = pick(
-                hpa.list_namespaced_horizontal_pod_autoscaler,
-                hpa.list_horizontal_pod_autoscaler_for_all_namespaces,
+            hpas = (
+                partial(hpa.list_namespaced_horizontal_pod_autoscaler, ns)
+                if ns
+                else hpa.list_horizontal_pod_autoscaler_for_all_namespaces
             )
-            out.append(Reflector(f"hpas/{where}", hpas, v.hpas.replace, v.hpas.apply, **opts))
+            out.append(_reflector(f"hpas/{where}", hpas, v.hpas.new(), opts, None, None))
         return out
 
     def start(self, sync_timeout_s: float = 60.0) -> None:

@@ -1,7 +1,8 @@
 """The Kubernetes source's in-memory view: small records of what its watches report, kept current.
 
-Place in the loop: each of the source's reflectors (actuators/kube/reflector.py) feeds one
-:class:`Table` here (``replace`` after a list, ``apply`` per watch event); ``KubernetesSource.snapshot``
+Place in the loop: each of the source's reflectors (actuators/kube/reflector.py) feeds its own
+:class:`Table` here (``replace`` after a list, ``apply`` per watch event; namespaced kinds have
+one table per namespace, read together as a :class:`TableGroup`); ``KubernetesSource.snapshot``
 reads them under the view's lock. Workloads are special in two ways:
 
 - a deleted Job (a DELETED event, or gone from a relist after a broken watch) is remembered as
@@ -77,6 +78,36 @@ class Table(Generic[R]):
             return list(self.rows.values())
 
 
+@dataclass
+class TableGroup(Generic[R]):
+    """One :class:`Table` per reflector of a kind (Jobs per namespace, JobSets, ...), read as one.
+
+    Each reflector's relist replaces only its own table: a JobSet relist must not drop the Jobs,
+    nor one namespace's relist another namespace's objects."""
+
+    lock: threading.Lock
+    key: Callable[[Raw], Hashable]
+    record: Callable[[Raw], R | None]
+    on_removed: Callable[[Hashable, R], None] | None = None
+    tables: list[Table[R]] = field(default_factory=list)
+
+    def new(self) -> Table[R]:
+        table: Table[R] = Table(self.lock, self.key, self.record, on_removed=self.on_removed)
+        self.tables.append(table)
+        return table
+
+    def values(self) -> list[R]:
+        with self.lock:
+            return [rec for table in self.tables for rec in table.rows.values()]
+
+    def get(self, key: Hashable) -> R | None:
+        with self.lock:
+            for table in self.tables:
+                if key in table.rows:
+                    return table.rows[key]
+        return None
+
+
 def _ns_name(obj: Raw) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace")), str(meta.get("name"))
@@ -111,11 +142,11 @@ class KubeView:
         self.priority_classes: Table[PriorityClassInfo] = Table(lk, _name, priority_class_info)
         self.nodes: Table[NodeRecord] = Table(lk, _name, lambda o: node_record(o, pool_label, gpu_resource))
         self.pods: Table[PodRecord] = Table(lk, _ns_name, lambda o: pod_record(o, gpu_resource))
-        self.deployments: Table[DeploymentRecord] = Table(
+        self.deployments: TableGroup[DeploymentRecord] = TableGroup(
             lk, _ns_name, lambda o: deployment_record(o, pool_label, gpu_resource)
         )
-        self.hpas: Table[tuple[str, str, int, int]] = Table(lk, _ns_name, hpa_bounds)
-        self.workloads: Table[WorkloadRecord] = Table(
+        self.hpas: TableGroup[tuple[str, str, int, int]] = TableGroup(lk, _ns_name, hpa_bounds)
+        self.workloads: TableGroup[WorkloadRecord] = TableGroup(
             lk, self._workload_key, self._workload, on_removed=self._workload_removed
         )
 

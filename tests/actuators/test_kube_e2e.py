@@ -150,7 +150,7 @@ class PodSampler:
         while not stop.wait(0.3):
             bound: dict[str, int] = defaultdict(int)
             for pod in self.core.list_pod_for_all_namespaces().items:
-                if pod.spec.node_name and pod.status.phase not in {"Succeeded", "Failed"}:
+                if pod.spec.node_name in self.pool_of and pod.status.phase not in {"Succeeded", "Failed"}:
                     limits = pod.spec.containers[0].resources.limits or {}
                     bound[self.pool_of[pod.spec.node_name]] += int(limits.get("nvidia.com/gpu", 0))
             resumed: dict[str, int] = defaultdict(int)

@@ -150,3 +150,29 @@ def test_jobsets_are_sourced_with_the_gang_summed_over_replicated_jobs(kube_clus
     finally:
         source.stop()
         client.CoreV1Api(admin).delete_namespace(ns)
+
+
+def test_a_relist_replaces_only_its_own_namespace_and_kind(kube_cluster: KubeCluster) -> None:
+    """Found by running the tests together: the JobSet reflector's relist once replaced the Jobs too."""
+    from kubernetes import client
+    from test_kube_real import install_jobset_crd
+
+    admin = api_client(kube_cluster.configuration(ADMIN_TOKEN))
+    install_jobset_crd(admin)
+    batch = client.BatchV1Api(admin)
+    first, second = new_namespace(admin), new_namespace(admin)
+    batch.create_namespaced_job(first, suspended_job("one", "j-one", 1))
+    batch.create_namespaced_job(second, suspended_job("two", "j-two", 1))
+    api = api_client(kube_cluster.configuration(ADMIN_TOKEN))
+    source = KubernetesSource(api, cluster="t", namespaces=[first, second], watch_timeout_s=30)
+    source.start()
+    try:
+        assert job_ids(source) == {"j-one", "j-two"}
+        for reflector in source.reflectors:  # every list again, in any order: nothing lost
+            reflector.relist()
+        assert job_ids(source) == {"j-one", "j-two"}
+        assert source.view.cancelled_workloads() == []
+    finally:
+        source.stop()
+        for ns in (first, second):
+            client.CoreV1Api(admin).delete_namespace(ns)
