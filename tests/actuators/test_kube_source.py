@@ -217,3 +217,43 @@ def test_source_reports_services_with_their_hpa_bounds(kube_control_plane, world
         )
     finally:
         source.stop()
+
+
+def test_a_job_ebbtide_preempts_is_reported_preempted_once(
+    kube_control_plane, world, make_allocation
+) -> None:
+    from kubernetes import client
+
+    from actuators.engine import ActuationEngine, RetryPolicy
+    from actuators.kube import KubernetesBackend
+
+    admin, ns, pool = world
+    batch = client.BatchV1Api(admin)
+    job = suspended_job("long", "j-long", 2, nodeSelector={"ebbtide.io/pool": pool})
+    job["spec"]["template"]["metadata"]["annotations"][COMPLETE_DELAY_ANNOTATION] = "10m"
+    batch.create_namespaced_job(ns, job)
+    api = api_client(kube_control_plane.cluster.configuration(ADMIN_TOKEN))
+    backend = KubernetesBackend(
+        api, cluster="test", namespace=ns, checkpoint_grace_s=0.1, request_timeout_s=5
+    )
+    engine = ActuationEngine(
+        backend, "test", retry=RetryPolicy(attempts=2, base_delay_s=0.1, max_delay_s=0.2)
+    )
+    source = source_for(kube_control_plane, ns)
+    source.start()
+    try:
+        (submitted,) = lifecycle_events({}, source.snapshot())
+        last = {submitted.job_id: submitted.kind}
+        engine.apply(make_allocation("p1", jobs=[("j-long", "run", pool, 2)]))
+        wait_for("its pod bound", lambda: source.snapshot().jobs["j-long"].nodes)
+        (started,) = lifecycle_events(last, source.snapshot())
+        last[started.job_id] = started.kind
+        engine.apply(make_allocation("p2", jobs=[("j-long", "preempt", None, 0)]))
+        wait_for("suspended by ebbtide", lambda: source.snapshot().jobs["j-long"].phase == "suspended")
+        (preempted,) = lifecycle_events(last, source.snapshot())
+        assert (started.kind, preempted.kind) == (JobEventKind.STARTED, JobEventKind.PREEMPTED)
+        last[preempted.job_id] = preempted.kind
+        assert lifecycle_events(last, source.snapshot()) == []
+        wait_for("its pod stopped", lambda: not [p for p in source.view.pods.values() if p.namespace == ns])
+    finally:
+        source.stop()
