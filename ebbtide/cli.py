@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "ebbtide.cli_bench",
     "ebbtide.cli_run",
     "ebbtide.cli_bench_decisions",
+    "ebbtide.cli_bench_kube",
     "ebbtide.cli_inspect",
 )
 

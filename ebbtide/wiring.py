@@ -288,11 +288,15 @@ def build_cluster_source(settings: Settings) -> ClusterSource:
                 "actuator.slurm.rest_url (or set SLURM_JWT)"
             )
         return slurm_source(slurm, settings.cluster)
+    if backend == "kubernetes":
+        from actuators.kube.source import kubernetes_source
+
+        return kubernetes_source(settings.actuator.kubernetes, settings.cluster)
     if backend is None:
         raise SettingsError(
             "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source (slurm or kubernetes)"
         )
-    raise SettingsError(f"setting source.backend [EBBTIDE_SOURCE__BACKEND]: {backend!r} has no source yet")
+    raise SettingsError(f"setting source.backend [EBBTIDE_SOURCE__BACKEND]: {backend!r} has no source")
 
 
 def build_source_publisher(settings: Settings, source: ClusterSource) -> SourcePublisher:

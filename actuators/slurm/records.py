@@ -111,5 +111,3 @@ def job_nodes(job: Mapping[str, Any]) -> dict[str, int]:
 
 def gres_gpus(text: str) -> int:
     return sum(int(m.group(1)) for m in _GPU_IN_GRES.finditer(text.split("(")[0] if "(" in text else text))
-
-

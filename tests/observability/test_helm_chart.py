@@ -29,6 +29,9 @@ CHART = ROOT / "deploy" / "helm" / "ebbtide"
 KUBE_VERSION = "1.33.0"
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 NAMESPACE = "gpu-loop"
+CHART_COMPONENTS = (*COMPONENTS, "source")
+"""The chart also runs the cluster source (`ebbtide run source`, Kubernetes backend)."""
+KUBE_COMPONENTS = {"actuator", "source"}
 
 
 MONITORING_APIS = ("monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
@@ -120,7 +123,7 @@ def test_rendered_manifests_match_the_kubernetes_schema(
             helm,
             "prometheusRule.enabled=true",
             "clusterSpec.cluster=demo",
-            "rbac.namespaces={inference,batch}",
+            "workloadNamespaces={inference,batch}",
             "components.collector.kind=Deployment",
             "components.collector.replicas=1",
             "components.collector.runtimeClassName=nvidia",
@@ -160,7 +163,7 @@ def test_the_schema_check_rejects_a_broken_manifest(default_docs: list[dict[str,
 
 def test_every_service_runs_with_kafka_metrics_and_probes(default_docs: list[dict[str, Any]]) -> None:
     found = workloads(default_docs)
-    assert set(found) == set(COMPONENTS)
+    assert set(found) == set(CHART_COMPONENTS)
     assert found["collector"]["kind"] == "DaemonSet"
     for name, workload in found.items():
         c = container(workload)
@@ -195,7 +198,7 @@ def test_the_env_the_chart_sets_is_accepted_by_the_settings(
 def test_service_monitor_selects_every_metrics_service(default_docs: list[dict[str, Any]]) -> None:
     (monitor,) = by_kind(default_docs, "ServiceMonitor").values()
     services = by_kind(default_docs, "Service")
-    assert len(services) == len(COMPONENTS)
+    assert len(services) == len(CHART_COMPONENTS)
     selector = monitor["spec"]["selector"]["matchLabels"]
     ports = {e["port"] for e in monitor["spec"]["endpoints"]}
     assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
@@ -223,25 +226,43 @@ def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_only_the_actuator_gets_kubernetes_rights(default_docs: list[dict[str, Any]]) -> None:
-    (role,) = by_kind(default_docs, "Role").values()
-    (cluster_role,) = by_kind(default_docs, "ClusterRole").values()
-    bound: set[str] = set()
-    for kind, target in (("RoleBinding", role), ("ClusterRoleBinding", cluster_role)):
-        (binding,) = by_kind(default_docs, kind).values()
-        assert binding["roleRef"]["name"] == target["metadata"]["name"]
-        bound |= {s["name"] for s in binding["subjects"]}
+def test_only_the_actuator_and_the_source_get_kubernetes_rights(default_docs: list[dict[str, Any]]) -> None:
+    roles, cluster_roles = by_kind(default_docs, "Role"), by_kind(default_docs, "ClusterRole")
+    assert len(roles) == len(cluster_roles) == 2
+    bound: dict[str, set[tuple[str, str, str]]] = {}
+    for kind, targets in (("RoleBinding", roles), ("ClusterRoleBinding", cluster_roles)):
+        for binding in by_kind(default_docs, kind).values():
+            rules = next(r for r in targets.values() if r["metadata"]["name"] == binding["roleRef"]["name"])
+            for subject in binding["subjects"]:
+                bound.setdefault(subject["name"], set()).update(grants(rules["rules"]))
     for name, workload in workloads(default_docs).items():
         pod = workload["spec"]["template"]["spec"]
-        if name == "actuator":
+        if name in KUBE_COMPONENTS:
             assert pod["serviceAccountName"] in bound and pod["automountServiceAccountToken"] is True
+            assert env_of(workload)["EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES"] == f'["{NAMESPACE}"]'
         else:
             assert pod["serviceAccountName"] not in bound and pod["automountServiceAccountToken"] is False
-    granted = grants(role["rules"]) | grants(cluster_role["rules"])
-    assert ("apps", "deployments/scale", "patch") in granted
-    assert ("batch", "jobs", "patch") in granted
-    assert not any(v in {"create", "delete", "deletecollection", "*"} for _, _, v in granted)
-    assert not any(r in {"secrets", "pods"} for _, r, _ in granted)
+    actuator = next(g for n, g in bound.items() if n.endswith("actuator"))
+    source = next(g for n, g in bound.items() if n.endswith("source"))
+    assert ("apps", "deployments/scale", "patch") in actuator and ("batch", "jobs", "patch") in actuator
+    assert {v for _, _, v in source} == {"list", "watch", "create"}, "the source only reads"
+    for granted in (actuator, source):
+        # create: only Events (decisions and invalid specs shown on Jobs); never delete anything
+        assert {(g, r) for g, r, v in granted if v == "create"} == {("", "events")}
+        assert not any(v in {"delete", "deletecollection", "*"} for _, _, v in granted)
+        assert "secrets" not in {r for _, r, _ in granted}
+    assert "pods" not in {r for _, r, _ in actuator}
+    assert {v for _, r, v in source if r == "pods"} == {"list", "watch"}
+
+
+def test_roles_are_rendered_in_each_workload_namespace(helm: str) -> None:
+    docs = render(helm, "workloadNamespaces={inference,batch}")
+    roles = [d for d in docs if d["kind"] == "Role"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["batch", "batch", "inference", "inference"]
+    for workload in workloads(docs).values():
+        env = env_of(workload)
+        if workload["metadata"]["name"].endswith(("actuator", "source")):
+            assert env["EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES"] == '["inference","batch"]'
 
 
 def test_chart_rbac_equals_deploy_rbac(default_docs: list[dict[str, Any]]) -> None:

@@ -54,11 +54,22 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The service account a component runs as: the actuator's own (with RBAC), or the shared one. */}}
+{{/* The workload namespaces: workloadNamespaces, or the release's. */}}
+{{- define "ebbtide.workloadNamespaces" -}}
+{{- toJson (.Values.workloadNamespaces | default (list .Release.Namespace)) }}
+{{- end }}
+
+{{/* The components that talk to the Kubernetes API, each under its own account and RBAC. */}}
+{{- define "ebbtide.kubeComponent" -}}
+{{- if has . (list "actuator" "source") }}true{{ end }}
+{{- end }}
+
+{{/* The service account a component runs as: the actuator's or the source's own (with RBAC), or
+the shared one (no rights, no token). */}}
 {{- define "ebbtide.serviceAccountName" -}}
 {{- $root := index . 0 }}
-{{- if eq (index . 1) "actuator" }}
-{{- include "ebbtide.componentName" (list $root "actuator") }}
+{{- if include "ebbtide.kubeComponent" (index . 1) }}
+{{- include "ebbtide.componentName" (list $root (index . 1)) }}
 {{- else }}
 {{- include "ebbtide.fullname" $root }}
 {{- end }}
@@ -82,7 +93,7 @@ metadata:
     prometheus.io/path: /metrics
 spec:
   serviceAccountName: {{ include "ebbtide.serviceAccountName" (list $root $name) }}
-  automountServiceAccountToken: {{ eq $name "actuator" }}
+  automountServiceAccountToken: {{ include "ebbtide.kubeComponent" $name | eq "true" }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
@@ -122,6 +133,10 @@ spec:
         {{- if $v.clusterSpec }}
         - name: EBBTIDE_CLUSTER_SPEC
           value: /etc/ebbtide/cluster.yaml
+        {{- end }}
+        {{- if include "ebbtide.kubeComponent" $name }}
+        - name: EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES
+          value: {{ include "ebbtide.workloadNamespaces" $root | quote }}
         {{- end }}
         {{- if eq $name "collector" }}
         - name: EBBTIDE_COLLECTOR__NODE
