@@ -95,6 +95,7 @@ class PlanInputs:
     job_gang: np.ndarray  # [J]
     job_weight: np.ndarray  # [J]
     job_remaining_s: np.ndarray  # [J] remaining GPU-seconds, rounded up to whole steps of the gang
+    job_left_gpu_s: np.ndarray  # [J] remaining GPU-seconds by the job's own estimate (for reasons)
     job_allowed: np.ndarray  # [J, P] bool
     job_running_pool: np.ndarray  # [J] pool index, -1 when not running
     job_preemptible: np.ndarray  # [J] bool
@@ -297,6 +298,7 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
         "job_gang": gang,
         "job_weight": weights,
         "job_remaining_s": _remaining_gpu_s(jobs, gang, step_s),
+        "job_left_gpu_s": np.asarray([j.remaining_gpu_s for j in jobs], dtype=float).reshape(n_jobs),
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),

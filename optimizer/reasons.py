@@ -83,6 +83,12 @@ def _service_note(inputs: PlanInputs, s: int) -> str:
     )
 
 
+def _gpu_hours(gpu_s: float) -> str:
+    """GPU-seconds as GPU-hours a person reads: one decimal, two significant digits under one hour."""
+    hours = gpu_s / 3600
+    return f"{hours:.1f}" if hours >= 1 else f"{hours:.2g}"
+
+
 def _pool_note(inputs: PlanInputs, p: int, svc_gpus0: np.ndarray, job_gpus0: float, free0: float) -> str:
     """What holds pool p's GPUs in step 0 (``svc_gpus0`` [S]: the services' GPUs there)."""
     parts = [f"pool {inputs.pool_names[p]}: {inputs.avail_steps[p, 0]:.0f} GPUs in service"]
@@ -91,7 +97,7 @@ def _pool_note(inputs: PlanInputs, p: int, svc_gpus0: np.ndarray, job_gpus0: flo
         most = _service_note(inputs, int(svc_gpus0.argmax()))
         parts.append(f"{inference:.0f} reserved for inference, most for {most}")
     if job_gpus0 > 0:
-        parts.append(f"{job_gpus0:.0f} running jobs")
+        parts.append(f"{job_gpus0:.0f} held by running jobs")
     parts.append(f"{max(free0, 0):.0f} free")
     if inputs.window_reason[p]:
         parts.append(f"windows: {inputs.window_reason[p]}")
@@ -156,7 +162,7 @@ class ReasonContext:
             "gpus": f"{inp.job_gang[j]:.0f}",
             "weight": f"{inp.job_weight[j]:g}",
             "cls": inp.job_priority_class[j],
-            "left_h": f"{inp.job_remaining_s[j] / 3600:.1f}",
+            "left_h": _gpu_hours(inp.job_left_gpu_s[j]),
             "deadline": f"; deadline {_hhmm(inp, deadline)}" if deadline <= inp.horizon_steps else "",
             "lost_h": f"{inp.job_lost_gpu_s[j] / 3600:.2f}",
         }

@@ -77,6 +77,14 @@ SCENARIOS = [
             "gang": run("a"),
         },
     ),
+    Scenario(
+        # a job of 24 GPU-seconds: the planner rounds its work up to a whole step, the reason
+        # quotes the job's own estimate (it once said "2.0 GPU-h left")
+        "work-left-is-the-jobs-own-estimate",
+        pools=(Pool("a", 8),),
+        jobs=(Job("short", 1, hours=24.0 / 3600.0),),
+        want_jobs={"short": run("a", "0.0067 GPU-h left")},
+    ),
 ]
 
 
@@ -147,7 +155,7 @@ def node_clusters(draw: st.DrawFn) -> Scenario:
 NUMBER_CHECKS = (
     re.compile(
         r"pool ([\w-]+): (\d+) GPUs in service(?:, (\d+) reserved for inference, most for .*?\))?"
-        r"(?:, (\d+) running jobs)?, (\d+) free"
+        r"(?:, (\d+) held by running jobs)?, (\d+) free"
     ),
 )
 
