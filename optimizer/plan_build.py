@@ -2,8 +2,9 @@
 
 Pipeline stage 6 of a decision (after the rounding in optimizer/extract.py and
 optimizer/rounding.py, before the headroom is lent in optimizer/headroom.py). Every record is
-built with pydantic's validating constructors. Steps inside one time block share the block's
-placements (one part per job and pool, per service and pool, in each plan). Reasons come from
+built with pydantic's validating constructors. The plan carries one PlanBlock per time block of
+the planner (optimizer/inputs.py ``Blocks``), the steps of a block sharing its placements (one
+part per job and pool, per service and pool, in each plan). Reasons come from
 optimizer/reasons.py.
 """
 
@@ -21,7 +22,7 @@ from schemas import (
     JobAction,
     JobDecision,
     JobPlacement,
-    PlanStep,
+    PlanBlock,
     ServiceCapacity,
     ServiceDecision,
     SolverInfo,
@@ -74,12 +75,11 @@ def build_horizon_plan(
     objective: dict[str, float],
 ) -> HorizonPlan:
     services, jobs = _services_by_block(inputs, plan), _jobs_by_block(inputs, plan)
-    steps: list[PlanStep] = []
-    for b, (first, count) in enumerate(
-        zip(inputs.blocks.first_step.tolist(), inputs.blocks.n_steps.tolist(), strict=True)
-    ):
-        for t in range(first, first + count):
-            steps.append(PlanStep(index=t, start=inputs.step_start(t), services=services[b], jobs=jobs[b]))
+    firsts, counts = inputs.blocks.first_step.tolist(), inputs.blocks.n_steps.tolist()
+    blocks = [
+        PlanBlock(first_step=first, steps=count, services=services[b], jobs=jobs[b])
+        for b, (first, count) in enumerate(zip(firsts, counts, strict=True))
+    ]
     return HorizonPlan(
         cluster=inputs.cluster,
         plan_id=plan_id,
@@ -87,7 +87,7 @@ def build_horizon_plan(
         issued_at=inputs.now,
         step_s=inputs.step_s,
         horizon_steps=inputs.horizon_steps,
-        steps=steps,
+        blocks=blocks,
         objective=objective,
         solver=solver,
         inputs_digest=digest,
