@@ -23,7 +23,7 @@ from confluent_kafka import Message, Producer
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
 from schemas.targets import plan_target
-from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS, PRODUCER_LIMITS
 from streams.services.runtime import ServiceRuntime
 from streams.services.threads import run_threads
 from streams.state_diff import events_between
@@ -135,7 +135,9 @@ class StepFeed:
 
     def __init__(self, bootstrap: str, prefix: str) -> None:
         self.prefix = prefix
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **PRODUCER_LIMITS}
+        )
         self.offsets: dict[tuple[str, int], int] = {}
         self.produced = 0
 
