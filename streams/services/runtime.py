@@ -24,6 +24,8 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
 5. an output its topic cannot hold (the producer's or the broker's MSG_SIZE_TOO_LARGE) is no
    failed delivery to retry: it is dropped and dead-lettered with its size and the limits
    (streams/services/oversized.py), and the inputs are committed after the letter is written.
+   Transactional, a broker's refusal aborts the transaction as any failed output does; the
+   replay then dead-letters that topic and key's output of at least the refused size.
    Every producer compresses (zstd) and takes records up to the catalogue's MAX_RECORD_BYTES.
 
 Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
@@ -144,6 +146,10 @@ class ServiceRuntime:
         self._failed_deliveries = 0
         self._to_commit: dict[tuple[str, int], int] = {}
         self._oversized: list[Outgoing] = []  # dead letters of outputs the broker refused as too large
+        # Transactional: (topic, key) -> (size, error) of an output the broker refused as too large; the
+        # aborted transaction's replay dead-letters an output there at least that large instead of
+        # sending it again (the replayed decision is the same record).
+        self._refused: dict[tuple[str, bytes | None], tuple[int, KafkaError]] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
         return kafka_config(
@@ -216,6 +222,10 @@ class ServiceRuntime:
                 self.observe.output(event)
             key = getattr(event, "key", None)
             value, record_key = encode(event), key.encode() if key else None
+            refused = self._refused.get((self.topic_prefix + dest.name, record_key))
+            if refused is not None and len(value) >= refused[0]:
+                self._produce([self._too_large(dest.name, record_key, value, refused[1], by_broker=True)])
+                continue
             try:
                 self._producer.produce(
                     self.topic_prefix + dest.name, value=value, key=record_key, on_delivery=self._on_delivery
@@ -253,16 +263,14 @@ class ServiceRuntime:
         """The broker's answer for one output; a failure holds back the commit (see :meth:`_commit`)."""
         if error is None:
             return
-        if (
-            is_too_large(error)
-            and not self.transactional
-            and msg.topic() != self.topic_prefix + DEAD_LETTERS.name
-        ):
+        if is_too_large(error) and msg.topic() != self.topic_prefix + DEAD_LETTERS.name:
             value = msg.value() or b""
-            self._oversized.append(
-                self._too_large(msg.topic() or "", msg.key(), value, error, by_broker=True)
-            )
-            return
+            if self.transactional:  # the transaction aborts; its replay dead-letters the record
+                self._refused[(msg.topic() or "", msg.key())] = (len(value), error)
+            else:
+                letter = self._too_large(msg.topic() or "", msg.key(), value, error, by_broker=True)
+                self._oversized.append(letter)
+                return
         self._failed_deliveries += 1
         self.stats.delivery_failures += 1
         self.stats.last_error = str(error)

@@ -23,7 +23,7 @@ from ebbtide.wiring import Parts, build_processor, build_runtime, group_id_for
 from forecaster.source import SeasonalNaiveSource
 from schemas import ClusterState, DeadLetter, DemandForecast, JobStatus
 from schemas.codec import encode
-from schemas.topics import CLUSTER_STATE, DEAD_LETTERS, FORECASTS, JOB_EVENTS, PLANS
+from schemas.topics import ALLOCATIONS, CLUSTER_STATE, DEAD_LETTERS, FORECASTS, JOB_EVENTS, PLANS
 from streams.services.runtime import ServiceRuntime, read_topic_to_end
 from streams.topics_admin import admin_client, ensure_catalogue
 
@@ -152,33 +152,46 @@ def test_forecasts_the_broker_refuses_as_too_large_are_dead_lettered_and_the_inp
     assert all("DemandForecast of" in x.error and x.consumer == "forecaster" for x in letters)
 
 
+def _optimizer_runtime(loop, prefix: str, bootstrap: str, **extra) -> ServiceRuntime:  # type: ignore[no-untyped-def]
+    """The optimizer as ``ebbtide run`` builds it on Apache Kafka: in a transaction."""
+    settings = loop.settings
+    return ServiceRuntime(
+        processor=build_processor("optimizer", settings, Parts(clock=loop.clock, seed=loop.seed)),
+        bootstrap=bootstrap,
+        group_id=group_id_for("optimizer", settings),
+        poll_timeout_s=0.1,
+        transactional=True,
+        transactional_id=f"{prefix}optimizer-too-large",
+        topic_prefix=prefix,
+        **extra,
+    )
+
+
+def _decide_once(bootstrap: str, prefix: str, runtime: ServiceRuntime, state: ClusterState) -> None:
+    states_topic = prefix + CLUSTER_STATE.name
+    _produce(bootstrap, states_topic, state)
+    _poll_until(runtime, lambda: runtime.stats.oversized >= 1, "an output refused as too large")
+    end = _end(runtime, states_topic)
+    _poll_until(runtime, lambda: _committed(runtime, states_topic) == end, "the state to be committed")
+
+
+def _thirty_queued_jobs() -> ClusterState:
+    return cluster(0, jobs=[job(f"j{i}", JobStatus.QUEUED, 0) for i in range(30)], history=[2.0, 3.0, 4.0])
+
+
 def test_an_optimizer_output_over_the_producer_limit_is_dead_lettered_in_its_transaction(
     kafka_broker, topic_prefix
 ):
     """The issue's crash loop: produce() raised MSG_SIZE_TOO_LARGE, the optimizer exited, replayed the
     same state and exited again. Now the plan is dead-lettered, the transaction commits, it goes on."""
-    queued = [job(f"j{i}", JobStatus.QUEUED, 0) for i in range(30)]
-    first = cluster(0, jobs=queued, history=[2.0, 3.0, 4.0])
+    first = _thirty_queued_jobs()
     loop = new_loop(kafka_broker.bootstrap, topic_prefix, first, transactions=True)
     ensure_catalogue(kafka_broker.bootstrap, topic_prefix)
-    settings, states_topic = loop.settings, topic_prefix + CLUSTER_STATE.name
-    processor = build_processor("optimizer", settings, Parts(clock=loop.clock, seed=loop.seed))
-    runtime = ServiceRuntime(
-        processor=processor,
-        bootstrap=kafka_broker.bootstrap,
-        group_id=group_id_for("optimizer", settings),
-        poll_timeout_s=0.1,
-        transactional=True,
-        transactional_id=f"{topic_prefix}optimizer-too-large",
-        topic_prefix=topic_prefix,
-        max_record_bytes=2000,  # the 30-job plan is larger; a dead letter is smaller
-    )
+    # the 30-job plan is larger than 2,000 bytes; a dead letter is smaller
+    runtime = _optimizer_runtime(loop, topic_prefix, kafka_broker.bootstrap, max_record_bytes=2000)
     try:
-        _produce(kafka_broker.bootstrap, states_topic, first)
-        _poll_until(runtime, lambda: runtime.stats.oversized >= 1, "an output refused as too large")
-        end = _end(runtime, states_topic)
-        _poll_until(runtime, lambda: _committed(runtime, states_topic) == end, "the state to be committed")
-        assert runtime.stats.oversized >= 1 and runtime.stats.rewinds == 0
+        _decide_once(kafka_broker.bootstrap, topic_prefix, runtime, first)
+        assert runtime.stats.rewinds == 0
     finally:
         runtime.close()
     letters = _too_large_letters(kafka_broker.bootstrap, topic_prefix)
@@ -187,3 +200,24 @@ def test_an_optimizer_output_over_the_producer_limit_is_dead_lettered_in_its_tra
     assert "HorizonPlan of" in plans[0].error and "producer refused it" in plans[0].error
     assert "message.max.bytes 2,000 bytes" in plans[0].error and plans[0].consumer == "optimizer"
     assert read_topic_to_end(kafka_broker.bootstrap, PLANS, idle_s=0.5, prefix=topic_prefix) == []
+
+
+def test_a_plan_the_broker_refuses_aborts_once_and_its_replay_dead_letters_it(kafka_broker, topic_prefix):
+    """In a transaction the refusal aborts it; the replay gives the same plan, which is dead-lettered
+    instead of sent again, and the Allocation commits with it (no abort, replay, abort loop)."""
+    first = _thirty_queued_jobs()
+    loop = new_loop(kafka_broker.bootstrap, topic_prefix, first, transactions=True)
+    ensure_catalogue(kafka_broker.bootstrap, topic_prefix)
+    _set_topic_config(kafka_broker.bootstrap, topic_prefix + PLANS.name, "max.message.bytes", 128)
+    runtime = _optimizer_runtime(loop, topic_prefix, kafka_broker.bootstrap)
+    try:
+        _decide_once(kafka_broker.bootstrap, topic_prefix, runtime, first)
+        assert runtime.stats.rewinds == 1, "one abort and replay, then the plan is dead-lettered"
+    finally:
+        runtime.close()
+    letters = _too_large_letters(kafka_broker.bootstrap, topic_prefix)
+    assert [x.source_topic for x in letters] == [topic_prefix + PLANS.name]
+    assert "broker refused it" in letters[0].error and "HorizonPlan of" in letters[0].error
+    assert read_topic_to_end(kafka_broker.bootstrap, PLANS, idle_s=0.5, prefix=topic_prefix) == []
+    allocations = read_topic_to_end(kafka_broker.bootstrap, ALLOCATIONS, idle_s=0.5, prefix=topic_prefix)
+    assert [a.issued_at for a in allocations] == [first.as_of]
