@@ -30,37 +30,35 @@ from schemas import (
 
 
 def _services_by_block(inputs: PlanInputs, plan: RoundedPlan) -> list[list[ServiceCapacity]]:
-    """Per block, the capacity of each service in each pool it has replicas in."""
+    """Per block, the capacity of each service in each pool it has replicas in (one nonzero pass)."""
     parts: dict[tuple[int, int, int, float], ServiceCapacity] = {}
-    blocks: list[list[ServiceCapacity]] = []
-    for b in range(inputs.blocks.count):
-        on_s, on_p = (plan.svc_replicas[:, :, b] > 0).nonzero()
-        block: list[ServiceCapacity] = []
-        for s, p in zip(on_s.tolist(), on_p.tolist(), strict=True):
-            key = (s, p, int(plan.svc_replicas[s, p, b]), float(plan.svc_gpus[s, p, b]))
-            if key not in parts:
-                parts[key] = ServiceCapacity(
-                    service=inputs.service_names[s], pool=inputs.pool_names[p], replicas=key[2], gpus=key[3]
-                )
-            block.append(parts[key])
-        blocks.append(block)
+    blocks: list[list[ServiceCapacity]] = [[] for _ in range(inputs.blocks.count)]
+    replicas, gpus = plan.svc_replicas, plan.svc_gpus
+    for b, s, p in zip(*(i.tolist() for i in (replicas.transpose(2, 0, 1) > 0).nonzero()), strict=True):
+        key = (s, p, int(replicas[s, p, b]), float(gpus[s, p, b]))
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = ServiceCapacity(
+                service=inputs.service_names[s], pool=inputs.pool_names[p], replicas=key[2], gpus=key[3]
+            )
+        blocks[b].append(part)
     return blocks
 
 
 def _jobs_by_block(inputs: PlanInputs, plan: RoundedPlan) -> list[list[JobPlacement]]:
-    """Per block, the placements of the jobs running in it (in job order)."""
+    """Per block, the placements of the jobs running in it, in job order (one nonzero pass)."""
     parts: dict[tuple[int, int], JobPlacement] = {}
-    blocks: list[list[JobPlacement]] = []
-    for b in range(inputs.blocks.count):
-        pools = plan.job_pool[:, b]
-        block: list[JobPlacement] = []
-        for j in (pools >= 0).nonzero()[0].tolist():
-            key = (j, int(pools[j]))
-            if key not in parts:
-                gpus = int(inputs.job_gang[j])
-                parts[key] = JobPlacement(job_id=inputs.job_ids[j], pool=inputs.pool_names[key[1]], gpus=gpus)
-            block.append(parts[key])
-        blocks.append(block)
+    blocks: list[list[JobPlacement]] = [[] for _ in range(inputs.blocks.count)]
+    pools = plan.job_pool
+    for b, j in zip(*(i.tolist() for i in (pools.T >= 0).nonzero()), strict=True):
+        key = (j, int(pools[j, b]))
+        part = parts.get(key)
+        if part is None:
+            gpus = int(inputs.job_gang[j])
+            part = parts[key] = JobPlacement(
+                job_id=inputs.job_ids[j], pool=inputs.pool_names[key[1]], gpus=gpus
+            )
+        blocks[b].append(part)
     return blocks
 
 
