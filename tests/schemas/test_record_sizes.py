@@ -62,6 +62,8 @@ def _gpu_s() -> float:
 
 def _job_id(j: int) -> str:
     return f"team-research-training-run-{j:06d}-{RNG.getrandbits(32):08x}"
+
+
 JOB_IDS = [_job_id(j) for j in range(JOBS)]
 BATCH_OVERHEAD = 1024  # a record batch's header and the record's key and framing, generously
 
