@@ -23,13 +23,17 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from actuators.base import Backend
 from actuators.dryrun import DryRunBackend
 from actuators.engine import ActuationEngine, RetryPolicy, utc_now
+
+if TYPE_CHECKING:
+    from actuators.slurm import SlurmCli
+    from actuators.slurm.backend import SlurmTransport
 
 
 class _Part(BaseModel):
@@ -82,6 +86,19 @@ class ActuatorConfig(_Part):
         return self
 
 
+def slurm_transport(s: SlurmConfig) -> tuple[SlurmTransport, SlurmCli]:
+    """slurmrestd when ``rest_url`` is set (the CLI beside it for what REST lacks), else the CLI."""
+    from actuators.slurm import SlurmCli
+    from actuators.slurm.rest import SlurmRest
+
+    env = {"SLURM_CONF": str(s.slurm_conf)} if s.slurm_conf else None
+    cli = SlurmCli(env=env, timeout_s=s.command_timeout_s)
+    if not s.rest_url:
+        return cli, cli
+    token = s.rest_token or os.environ.get("SLURM_JWT", "")
+    return SlurmRest(s.rest_url, s.rest_user, token, cli=cli, timeout_s=s.command_timeout_s), cli
+
+
 def build_backend(config: ActuatorConfig, cluster: str) -> Backend:
     grace = config.checkpoint_grace_s
     if config.backend == "kubernetes":
@@ -100,18 +117,10 @@ def build_backend(config: ActuatorConfig, cluster: str) -> Backend:
             jobsets=k.jobsets,
         )
     if config.backend == "slurm":
-        from actuators.slurm import SlurmBackend, SlurmCli
-        from actuators.slurm.backend import SlurmTransport
-        from actuators.slurm.rest import SlurmRest
+        from actuators.slurm import SlurmBackend
 
         s = config.slurm
-        cli = SlurmCli(
-            env={"SLURM_CONF": str(s.slurm_conf)} if s.slurm_conf else None, timeout_s=s.command_timeout_s
-        )
-        transport: SlurmTransport = cli
-        if s.rest_url:
-            token = s.rest_token or os.environ["SLURM_JWT"]
-            transport = SlurmRest(s.rest_url, s.rest_user, token, cli=cli, timeout_s=s.command_timeout_s)
+        transport, _ = slurm_transport(s)
         return SlurmBackend(
             transport,
             cluster=cluster,

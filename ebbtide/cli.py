@@ -18,6 +18,7 @@ _SUB_APPS = {
     "broker": "ebbtide.cli_broker",
     "forecast": "ebbtide.cli_forecast",
     "job": "ebbtide.cli_job",
+    "kafka": "ebbtide.cli_kafka",
 }
 _COMMAND_MODULES = (
     "ebbtide.cli_bench",

@@ -19,6 +19,7 @@ from schemas.cluster import (
 )
 from schemas.deadletter import DeadLetter
 from schemas.forecast import DemandForecast
+from schemas.inventory import InventoryNode, InventoryPool, InventoryService, PoolInventory
 from schemas.jobs import JobEvent, JobEventKind, JobSpec
 from schemas.plan import (
     Allocation,
@@ -44,6 +45,9 @@ __all__ = [
     "DemandSample",
     "GpuSample",
     "HorizonPlan",
+    "InventoryNode",
+    "InventoryPool",
+    "InventoryService",
     "JobAction",
     "JobDecision",
     "JobEvent",
@@ -54,6 +58,7 @@ __all__ = [
     "JobStatus",
     "PlanBlock",
     "PlanStep",
+    "PoolInventory",
     "PoolState",
     "PoolWindow",
     "ServiceCapacity",

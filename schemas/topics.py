@@ -20,6 +20,7 @@ from schemas.base import Event
 from schemas.cluster import ClusterState
 from schemas.deadletter import DeadLetter
 from schemas.forecast import DemandForecast
+from schemas.inventory import PoolInventory
 from schemas.jobs import JobEvent
 from schemas.plan import Allocation, HorizonPlan
 from schemas.telemetry import DemandSample, GpuSample
@@ -37,8 +38,8 @@ SMALL_RECORDS = 1 * MIB
 """max.message.bytes of topics whose records stay small (samples, events, forecasts, actuations)."""
 
 LARGE_RECORDS = 8 * MIB
-"""max.message.bytes (compressed) of the per-cluster records that grow with the cluster (state,
-plan, allocation) and of dead letters (they carry a bad record whole)."""
+"""max.message.bytes (compressed) of the per-cluster records that grow with the cluster (inventory,
+state, plan, allocation) and of dead letters (they carry a bad record whole)."""
 
 PRODUCER_LIMITS: dict[str, str] = {
     "compression.type": COMPRESSION,
@@ -86,6 +87,9 @@ ALLOCATIONS = Topic("ebbtide.allocations", Allocation, "cluster", 3, "delete", 7
                     "step 0 of each plan: what the actuators apply", max_message_bytes=LARGE_RECORDS)
 ACTUATIONS = Topic("ebbtide.actuations", ActuationResult, "cluster/backend", 3, "delete", 7 * DAY_MS,
                    "what the actuators did")
+INVENTORY = Topic("ebbtide.inventory", PoolInventory, "cluster", 3, "compact", None,
+                  "pools, nodes and services as a cluster source sees them; compacted",
+                  max_message_bytes=LARGE_RECORDS)
 DEAD_LETTERS = Topic("ebbtide.dead-letters", DeadLetter, "source topic", 1, "delete", 14 * DAY_MS,
                      "records no consumer could read, with the reason", max_message_bytes=LARGE_RECORDS)
 
@@ -93,6 +97,7 @@ CATALOGUE: tuple[Topic, ...] = (
     GPU_SAMPLES,
     DEMAND_SAMPLES,
     JOB_EVENTS,
+    INVENTORY,
     CLUSTER_STATE,
     FORECASTS,
     PLANS,

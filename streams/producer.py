@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 from schemas.base import Event
 from schemas.codec import encode
 from schemas.topics import PRODUCER_LIMITS, Topic
+from streams.kafka_client import Brokers, client_config
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +46,24 @@ DeliveryCallback = Callable[[Delivered | None, KafkaError | None], None]
 class EventProducer:
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: Brokers,
         *,
         transactional_id: str | None = None,
         client_id: str = "ebbtide",
         config: Mapping[str, Any] | None = None,
         init_timeout_s: float = 30.0,
     ) -> None:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": 30_000,
-            **PRODUCER_LIMITS,
-        }
+        conf: dict[str, Any] = client_config(
+            bootstrap,
+            {
+                "client.id": client_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 30_000,
+                **PRODUCER_LIMITS,
+            },
+        )
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
             conf["transaction.timeout.ms"] = 60_000

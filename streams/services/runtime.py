@@ -57,6 +57,7 @@ from schemas.codec import encode
 from schemas.topics import BY_NAME, DEAD_LETTERS, MAX_RECORD_BYTES, PRODUCER_LIMITS
 from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from streams.health import Heartbeat
+from streams.kafka_client import Brokers, client_config
 from streams.services.batch_decode import BatchDecoder
 from streams.services.dispatch import Outgoing, Processor, handle_run
 from streams.services.observe import ServiceMetrics
@@ -69,7 +70,6 @@ __all__ = [
     "Processor",
     "RuntimeStats",
     "ServiceRuntime",
-    "kafka_config",
     "read_topic_to_end",
 ]
 
@@ -102,14 +102,10 @@ class RuntimeStats:
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-def kafka_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, **extra}
-
-
 @dataclass
 class ServiceRuntime:
     processor: Processor
-    bootstrap: str
+    bootstrap: Brokers
     group_id: str
     batch_size: int = 5000
     poll_timeout_s: float = 0.2
@@ -152,9 +148,9 @@ class ServiceRuntime:
         self._refused: dict[tuple[str, bytes | None], tuple[int, KafkaError]] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
-        return kafka_config(
+        return client_config(
             self.bootstrap,
-            **{
+            {
                 "group.id": self.group_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -179,9 +175,9 @@ class ServiceRuntime:
             self._broker_lost = True
 
     def _new_producer(self) -> Producer:
-        conf = kafka_config(
+        conf = client_config(
             self.bootstrap,
-            **{
+            {
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "error_cb": self._on_client_error,

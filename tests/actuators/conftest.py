@@ -34,8 +34,11 @@ def slurm_installed() -> None:
 @pytest.fixture
 def slurm_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
     """A fresh cluster per test: 2 partitions (pools) x 2 nodes x 8 fake GPUs."""
-    root = Path(tempfile.mkdtemp(prefix="ebbtide-slurm-"))
-    cluster = SlurmCluster(root=root, pools=POOLS, gpus_per_node=8)
+    yield from _running(SlurmCluster(root=Path(tempfile.mkdtemp(prefix="ebbtide-slurm-")), pools=POOLS))
+
+
+def _running(cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    root = cluster.root
     t0 = time.monotonic()
     try:
         cluster.start()
@@ -50,6 +53,16 @@ def slurm_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def accounted_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
+    """The same cluster keeping accounting (slurmdbd on a private MariaDB, so sacct answers) and
+    forgetting ended jobs after 2 s, so they leave squeue."""
+    if shutil.which("slurmdbd") is None or shutil.which("mariadbd") is None:
+        pytest.skip("slurmdbd or mariadb-server is not installed (scripts/install_slurm.sh installs them)")
+    yield from _running(SlurmCluster(root=Path(tempfile.mkdtemp(prefix="ebbtide-slurm-")), pools=POOLS,
+                                     accounting=True, min_job_age_s=2))  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,29 @@ from tests_clock import ManualClock
 
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
-from schemas import Allocation, DeadLetter, DemandSample, GpuSample, JobEvent, JobEventKind
+from schemas import (
+    Allocation,
+    DeadLetter,
+    DemandSample,
+    GpuSample,
+    InventoryNode,
+    InventoryPool,
+    JobEvent,
+    JobEventKind,
+    PoolInventory,
+)
 from schemas import bounds as b
 from schemas.base import Event
 from schemas.codec import encode
-from schemas.topics import ALLOCATIONS, DEAD_LETTERS, DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS, Topic
+from schemas.topics import (
+    ALLOCATIONS,
+    DEAD_LETTERS,
+    DEMAND_SAMPLES,
+    GPU_SAMPLES,
+    INVENTORY,
+    JOB_EVENTS,
+    Topic,
+)
 from streams.fold import ClusterFold
 from streams.memory_bus import MemoryBus
 from streams.services.optimizer import OptimizerProcessor
@@ -90,6 +108,23 @@ def _gpu(rng: random.Random, step: int) -> GpuSample:
     )
 
 
+def _inventory(rng: random.Random, step: int) -> PoolInventory:
+    def node(i: int) -> InventoryNode:
+        gpus = rng.choice([0, 8, b.MAX_NODE_GPUS])
+        down = rng.random() < 0.3
+        return InventoryNode(name=f"n{i}", gpus=gpus, gpus_free=rng.randint(0, gpus), schedulable=not down,
+                             reason="down" if down else None)  # fmt: skip
+
+    pools = rng.sample(POOLS, rng.randint(1, 2))
+    nodes = [[node(i) for i in range(rng.randrange(5))] for _ in pools]
+    return PoolInventory(
+        cluster=rng.choice(["c1", "c1", "other"]),
+        time=_time(rng, step),
+        source="fuzz",
+        pools=[InventoryPool(name=p, gpu_type="X", nodes=n) for p, n in zip(pools, nodes, strict=True)],
+    )
+
+
 def _malformed(rng: random.Random, valid: bytes) -> bytes:
     document = json.loads(valid)
     choice = rng.randrange(4)
@@ -104,7 +139,7 @@ def _malformed(rng: random.Random, valid: bytes) -> bytes:
     return json.dumps(document).encode()
 
 
-MAKERS = {JOB_EVENTS: _job_event, DEMAND_SAMPLES: _demand, GPU_SAMPLES: _gpu}
+MAKERS = {JOB_EVENTS: _job_event, DEMAND_SAMPLES: _demand, GPU_SAMPLES: _gpu, INVENTORY: _inventory}
 
 
 def test_hostile_records_are_dead_lettered_with_reasons_and_the_loop_keeps_deciding() -> None:
@@ -134,7 +169,8 @@ def test_hostile_records_are_dead_lettered_with_reasons_and_the_loop_keeps_decid
     hostile_valid = sum(len(v) for v in by_topic.values()) - sum(len(v) for v in malformed.values())
     assert hostile_valid > 0  # valid records rejected too (far times, unknown pools and jobs)
     reasons = " ".join(d.error for d in letters)
-    for expected in ("past the state service's clock", "not a pool of cluster", "never submitted"):
+    for expected in ("past the state service's clock", "not a pool of cluster", "never submitted",
+                     "not pools of cluster c1"):  # fmt: skip
         assert expected in reasons
 
 

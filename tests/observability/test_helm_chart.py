@@ -344,3 +344,88 @@ def test_cluster_spec_is_mounted_and_named(helm: str) -> None:
     assert env_of(optimizer)["EBBTIDE_CLUSTER_SPEC"] == "/etc/ebbtide/cluster.yaml"
     mounts = {m["mountPath"] for m in container(optimizer)["volumeMounts"]}
     assert "/etc/ebbtide" in mounts
+
+
+def test_state_and_optimizer_are_capped_at_one_replica(helm: str) -> None:
+    """No standby election exists: a second state or optimizer would split its consumer group."""
+    for name in ("state", "optimizer"):
+        result = subprocess.run(
+            template_args(helm, f"components.{name}.replicas=2"), capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode != 0, name
+        assert f"components.{name}.replicas: at most 1 (got 2)" in result.stderr, result.stderr
+    scaled = workloads(render(helm, "components.forecaster.replicas=3", "components.actuator.replicas=2"))
+    assert scaled["forecaster"]["spec"]["replicas"] == 3 and scaled["actuator"]["spec"]["replicas"] == 2
+
+
+SECURE_VALUES = (
+    "kafka.createTopics=false",
+    "kafka.security.protocol=SASL_SSL",
+    "kafka.security.sasl.mechanism=SCRAM-SHA-512",
+    "kafka.security.sasl.passwordsSecret=ebbtide-kafka-passwords",
+    "kafka.security.tls.caSecret=kafka-ca",
+    "kafka.security.tls.clientCertSecretPrefix=ebbtide-kafka-tls-",
+)
+CREDENTIALS_DIR = "/var/run/ebbtide/kafka"
+
+
+def test_kafka_credentials_come_from_secrets_as_files(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each component logs in as its own principal with its own key of each Secret, mounted as
+    files; the env the chart sets loads through the settings (the files placed under tmp_path)."""
+    settings = pytest.importorskip("ebbtide.settings")
+    docs = render(helm, *SECURE_VALUES)
+    assert not schema_errors(docs)
+    for name in ("sasl-password", "ca.crt", "client.crt", "client.key"):
+        (tmp_path / name).write_text(f"{name} content\n")
+    for name, workload in workloads(docs).items():
+        pod = workload["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "kafka-credentials"]
+        sources = {s["secret"]["name"]: s["secret"]["items"] for s in volume["projected"]["sources"]}
+        assert sources == {
+            "ebbtide-kafka-passwords": [{"key": name, "path": "sasl-password"}],
+            "kafka-ca": [{"key": "ca.crt", "path": "ca.crt"}],
+            f"ebbtide-kafka-tls-{name}": [
+                {"key": "tls.crt", "path": "client.crt"},
+                {"key": "tls.key", "path": "client.key"},
+            ],
+        }, name
+        mounts = {m["name"]: m for m in container(workload)["volumeMounts"]}
+        assert mounts["kafka-credentials"] == {
+            "name": "kafka-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True,
+        }  # fmt: skip
+        with monkeypatch.context() as env:
+            for key, value in env_of(workload).items():
+                env.setenv(key, value.replace(CREDENTIALS_DIR, str(tmp_path)))
+            kafka = settings.load_settings().kafka
+        assert (kafka.security_protocol, kafka.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512"), name
+        assert kafka.sasl_username == f"ebbtide-{name}", name
+        assert (
+            kafka.sasl_password_file == tmp_path / "sasl-password"
+            and kafka.ssl_ca_location == tmp_path / "ca.crt"
+        )
+        assert kafka.ssl_key_location == tmp_path / "client.key" and not kafka.create_topics
+        assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2)
+
+
+def test_default_chart_mounts_no_credentials_and_speaks_plaintext(default_docs: list[dict[str, Any]]) -> None:
+    for name, workload in workloads(default_docs).items():
+        assert env_of(workload)["EBBTIDE_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT", name
+        assert "kafka-credentials" not in {v["name"] for v in workload["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_inconsistent_kafka_security_values_fail_at_render(helm: str) -> None:
+    cases = {
+        ("kafka.security.protocol=SASL_SSL",): "mechanism",
+        (
+            "kafka.security.protocol=SASL_SSL",
+            "kafka.security.sasl.mechanism=SCRAM-SHA-256",
+        ): "passwordsSecret",
+        ("kafka.security.protocol=SASL_SSL", "kafka.security.sasl.mechanism=OAUTHBEARER"): "oauthbearer",
+        ("kafka.security.protocol=TLS",): "/kafka/security/protocol",
+    }
+    for overrides, named in cases.items():
+        result = subprocess.run(template_args(helm, *overrides), capture_output=True, text=True, timeout=120)
+        assert result.returncode != 0, overrides
+        assert named in result.stderr, (overrides, result.stderr)

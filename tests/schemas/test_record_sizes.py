@@ -1,8 +1,8 @@
-"""Every record fits its topic at 10,000 jobs / 50,000 GPUs (issue 19): the largest ClusterState,
-HorizonPlan, Allocation and DemandForecast of a cluster that size, each built fuller than the loop
-makes them (every optional field set, every job placed in every block of the plan, reasons longer
-than the planner writes), encoded as the services encode them, must be under the producer's
-``message.max.bytes`` uncompressed and, compressed as the topic compresses them (zstd at
+"""Every record fits its topic at 10,000 jobs / 50,000 GPUs (issue 19): the largest PoolInventory,
+ClusterState, HorizonPlan, Allocation and DemandForecast of a cluster that size, each built fuller
+than the loop makes them (every optional field set, every job placed in every block of the plan,
+reasons longer than the planner writes), encoded as the services encode them, must be under the
+producer's ``message.max.bytes`` uncompressed and, compressed as the topic compresses them (zstd at
 librdkafka's default level 3), under the topic's ``max.message.bytes``.
 
 The topic's configuration is what the catalogue creates: tests/kafka/test_topics_admin.py checks
@@ -42,7 +42,8 @@ from schemas import (
 )
 from schemas.base import Event
 from schemas.codec import encode
-from schemas.topics import ALLOCATIONS, CLUSTER_STATE, FORECASTS, MAX_RECORD_BYTES, PLANS, Topic
+from schemas.inventory import InventoryNode, InventoryPool, InventoryService, PoolInventory
+from schemas.topics import ALLOCATIONS, CLUSTER_STATE, FORECASTS, INVENTORY, MAX_RECORD_BYTES, PLANS, Topic
 
 JOBS, POOLS, GPUS_PER_POOL, SERVICES, GPUS_PER_NODE = 10_000, 16, 3_125, 16, 8
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -207,12 +208,47 @@ def largest_forecast() -> DemandForecast:
     )  # fmt: skip
 
 
+def _unschedulable(p: int, n: int, per_node: int) -> InventoryNode:
+    reason = f"NoSchedule taint nvidia.com/gpu-health={RNG.getrandbits(32):08x}"
+    return InventoryNode(
+        name=_node(p, n),
+        gpus=per_node,
+        gpus_free=RNG.randrange(per_node + 1),
+        schedulable=False,
+        reason=reason,
+    )
+
+
+def largest_inventory() -> PoolInventory:
+    """Every node of 50,000 GPUs at 4 GPUs a node (twice the nodes of 8-GPU ones), each unschedulable
+    with a reason."""
+    per_node = 4
+    nodes = -(-GPUS_PER_POOL // per_node)
+    pools = [
+        InventoryPool(
+            name=f"gpu-pool-{p:02d}",
+            gpu_type="h100" if p % 2 else "a100",
+            nodes=[_unschedulable(p, n, per_node) for n in range(nodes)],
+        )
+        for p in range(POOLS)
+    ]
+    services = [
+        InventoryService(service=f"inference-service-{s:02d}", pool=f"gpu-pool-{p:02d}", replicas=40)
+        for s in range(SERVICES)
+        for p in range(POOLS)
+    ]
+    return PoolInventory(
+        cluster="production-cluster-east", time=NOW, source="kubernetes", pools=pools, services=services
+    )
+
+
 def compressed_size(value: bytes) -> int:
     """The record as the topic stores it: zstd at librdkafka's default level (3)."""
     return len(zstandard.ZstdCompressor(level=3).compress(value))
 
 
 CASES = [
+    (INVENTORY, largest_inventory),
     (CLUSTER_STATE, largest_state),
     (PLANS, largest_plan),
     (ALLOCATIONS, largest_allocation),
