@@ -144,7 +144,7 @@ class ServiceRuntime:
         self._oversized: list[Outgoing] = []  # dead letters of outputs the broker refused as too large
         # Transactional: (topic, key) -> (size, error) of an output the broker refused as too large; the
         # aborted transaction's replay dead-letters an output there at least that large instead of
-        # sending it again (the replayed decision is the same record).
+        # sending it again (a replayed decision is the same record, unless a time limit changed it).
         self._refused: dict[tuple[str, bytes | None], tuple[int, KafkaError]] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
@@ -262,7 +262,9 @@ class ServiceRuntime:
         if is_too_large(error) and msg.topic() != self.topic_prefix + DEAD_LETTERS.name:
             value = msg.value() or b""
             if self.transactional:  # the transaction aborts; its replay dead-letters the record
-                self._refused[(msg.topic() or "", msg.key())] = (len(value), error)
+                key = (msg.topic() or "", msg.key())
+                smallest = min(len(value), self._refused.get(key, (len(value), error))[0])
+                self._refused[key] = (smallest, error)
             else:
                 letter = self._too_large(msg.topic() or "", msg.key(), value, error, by_broker=True)
                 self._oversized.append(letter)
