@@ -4,7 +4,7 @@ Priority = weight_factor x (priority weight / largest weight queued) + age_facto
 max_age, 1), as Slurm's multifactor plugin. The highest-priority job that cannot start gets a
 reservation at the earliest time enough GPUs free up, judged from the running jobs' *estimated*
 remaining times; lower-priority jobs may start now only if they do not delay it (they end, by
-their estimate, before the reservation, or use GPUs the reserved job will not need; where the
+their estimate, strictly before the reservation, or use GPUs the reserved job will not need; where the
 state reports free GPUs per node, that means staying off the nodes closest to free, which are
 kept for the reserved gang, as Slurm reserves nodes rather than counts). Inference
 keeps a static reservation at its historical peak, as under fifo. No preemption.
@@ -148,7 +148,9 @@ class PriorityBackfillPolicy:
             if pool != reserved.pool:
                 return pool, frozenset()
             runtime_s = max(job.spec.estimated_gpu_s / job.spec.gpus, float(step_s))
-            if runtime_s <= reserved.shadow_s:
+            if runtime_s < reserved.shadow_s:
+                # Strictly before, as Slurm: its backfill rounds a candidate's end up to its
+                # resolution (bf_resolution, 60 s), so one ending just as the reservation starts waits.
                 return pool, frozenset()
             if book.nodes[pool] is not None:
                 # Node-aware (as Slurm reserves nodes): stay off the nodes kept for the reserved gang.

@@ -74,7 +74,18 @@ class SlurmCluster:
     db_port: int = 0
     min_job_age_s: int = 300
     """How long slurmctld (and so squeue) keeps an ended job."""
+    multifactor: bool = False
+    """Slurm's multifactor priority (age and nice only: every other weight 0) with a backfill pass
+    every second (its default resolution, 60 s), for the scheduler fidelity bench; off (the default):
+    priority/basic (first in, first out) and the backfill plugin's defaults."""
+    clock_speedup: int = 1
+    """Above 1: slurmctld and slurmd run on one shared clock that runs this many times faster
+    than the wall (libfaketime, ``faketime -f '+0 xN'``), so a job's time limit in whole minutes
+    matches a run compressed in real time; their timeouts and MinJobAge are scaled to match.
+    Commands (sbatch, squeue) and job scripts keep the real clock."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    fast_clock_env: dict[str, str] = field(default_factory=dict)
+    """libfaketime's variables of the shared fast clock, once ``start_fast_clock`` has run."""
 
     @property
     def conf(self) -> Path:
@@ -119,7 +130,7 @@ class SlurmCluster:
             *self._accounting_lines(host),
             "JobCompType=jobcomp/none",
             "SchedulerType=sched/backfill",
-            "SchedulerParameters=sched_interval=2",
+            *self._priority_lines(),
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "GresTypes=gpu",
@@ -127,8 +138,9 @@ class SlurmCluster:
             "JobRequeue=1",
             "MpiDefault=none",
             "SlurmctldTimeout=30",
-            "SlurmdTimeout=60",
-            f"MinJobAge={self.min_job_age_s}",
+            f"SlurmdTimeout={60 * self.clock_speedup}",
+            f"MessageTimeout={10 * self.clock_speedup}",
+            f"MinJobAge={self.min_job_age_s * self.clock_speedup}",
             "KillWait=2",
             "SlurmdParameters=config_overrides",
         ]
@@ -149,6 +161,22 @@ class SlurmCluster:
         if not jwt.exists():
             jwt.write_bytes(os.urandom(32))
             os.chmod(jwt, 0o600)
+
+    def _priority_lines(self) -> list[str]:
+        if not self.multifactor:
+            return ["SchedulerParameters=sched_interval=2"]
+        return [
+            "SchedulerParameters=sched_interval=2,bf_interval=1",
+            "PriorityType=priority/multifactor",
+            "PriorityWeightAge=100",
+            "PriorityMaxAge=7-0",
+            "PriorityWeightPartition=1000",  # one partition, factor 1: every job starts at 1000
+            "PriorityWeightFairshare=0",
+            "PriorityWeightJobSize=0",
+            "PriorityWeightQOS=0",
+            "PriorityWeightAssoc=0",
+            "OverTimeLimit=1",  # a job that runs exactly its limit (plus launch latency) is not killed
+        ]
 
     def _accounting_lines(self, host: str) -> list[str]:
         if not self.accounting:
@@ -201,9 +229,34 @@ class SlurmCluster:
                    "slurmdbd")  # fmt: skip
         self.run("sacctmgr", "-i", "add", "cluster", "ebbtide-test")
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, group: bool = False
+    ) -> None:
+        """Start a daemon; ``group``: in its own process group, stopped as a group."""
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 (kept open with the process)
-        self.processes[name] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.processes[name] = subprocess.Popen(
+            argv, env=env or self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=group
+        )
+
+    def start_fast_clock(self) -> None:
+        """A process holding libfaketime's shared clock (``faketime`` keeps it while it lives); the
+        daemons started after it join that clock through its environment."""
+        if shutil.which("faketime") is None:
+            raise RuntimeError("clock_speedup needs faketime (scripts/build_slurmsched.sh installs it)")
+        saved = self.root / "run" / "faketime.env"
+        script = f"env > {saved}.tmp && mv {saved}.tmp {saved} && exec sleep 1000000000"
+        self._spawn(
+            "faketime", ["faketime", "-f", f"+0 x{self.clock_speedup}", "sh", "-c", script], group=True
+        )
+        self._wait(saved.exists, 10, "the faketime clock")
+        keys = ("LD_PRELOAD", "FAKETIME", "FAKETIME_SHARED")
+        shared = dict(line.split("=", 1) for line in saved.read_text().splitlines() if "=" in line)
+        self.fast_clock_env = {k: shared[k] for k in keys}
+
+    @property
+    def clock_env(self) -> dict[str, str]:
+        """The environment of slurmctld and slurmd: on the fast clock where one was started."""
+        return {**self.env, **self.fast_clock_env}
 
     def start_munge(self) -> None:
         m = self.root / "munge"
@@ -223,7 +276,7 @@ class SlurmCluster:
         self._wait(lambda: (m / "munge.sock").exists(), 10, "munged socket")
 
     def start_ctld(self) -> None:
-        self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
+        self._spawn("slurmctld", ["slurmctld", "-D", "-i"], self.clock_env)
         self._wait(self.ctld_answers, 20, "slurmctld")
 
     def stop_ctld(self) -> None:
@@ -233,12 +286,14 @@ class SlurmCluster:
         for names in self.pools.values():
             for name in names:
                 (self.root / "state" / f"slurmd-{name}").mkdir(parents=True, exist_ok=True)
-                self._spawn(f"slurmd-{name}", ["slurmd", "-D", "-N", name])
+                self._spawn(f"slurmd-{name}", ["slurmd", "-D", "-N", name], self.clock_env)
         self._wait(self.all_nodes_idle, 30, "slurmd nodes idle")
 
     def start(self) -> None:
         self.write_config()
         self.start_munge()
+        if self.clock_speedup > 1:
+            self.start_fast_clock()
         if self.accounting:
             self.start_accounting()
         self.start_ctld()
@@ -274,6 +329,11 @@ class SlurmCluster:
                     os.kill(int(proc_dir.name), signal.SIGKILL)
 
     def _stop(self, name: str) -> None:
+        proc = self.processes.get(name)
+        if name == "faketime" and proc is not None and proc.poll() is None:
+            # faketime does not pass SIGTERM on to the command it runs: end its whole group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
         stop_daemon(self.processes, name, timeout_s=10)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
