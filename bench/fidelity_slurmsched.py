@@ -182,11 +182,10 @@ def _slurm_now(env: Mapping[str, str], partition: str) -> int:
 
 
 def _wait_mid_bucket(env: Mapping[str, str], partition: str, clock_speedup: float) -> None:
-    """Wait until Slurm's clock is half-way through a minute. Backfill floors job ends to its
-    resolution (60 s): with every step boundary mid-minute, Slurm's few seconds of scheduling
-    latency (amplified by the fast clock) keep an end in the minute of its step, as on a cluster
-    on the wall clock, so an exact tie (a backfill candidate ending when the reservation starts)
-    stays a tie instead of depending on which pass started the reserved job's blocker."""
+    """Wait until Slurm's clock is half-way through a minute. Backfill floors reservation times to
+    its resolution (60 s): with every step boundary mid-minute, Slurm's few seconds of scheduling
+    latency (amplified by the fast clock) keep a time in the minute of its step, as on a cluster
+    on the wall clock, instead of carrying it into the next minute now and then."""
     offset = (STEP_S // 2 - _slurm_now(env, partition)) % STEP_S
     time.sleep(offset / clock_speedup)
 

@@ -149,7 +149,7 @@ class PriorityBackfillPolicy:
                 return pool, frozenset()
             runtime_s = max(job.spec.estimated_gpu_s / job.spec.gpus, float(step_s))
             if runtime_s < reserved.shadow_s:
-                # Strictly before, as Slurm: its backfill rounds a candidate's end up to its
+                # Strictly before, as Slurm: its backfill floors the reserved job's start to its
                 # resolution (bf_resolution, 60 s), so one ending just as the reservation starts waits.
                 return pool, frozenset()
             if book.nodes[pool] is not None:
