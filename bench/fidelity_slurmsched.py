@@ -53,13 +53,14 @@ WORKLOAD: tuple[FidelityJob, ...] = (
     FidelityJob("j05", 2, 2, 2, 1.0),
     FidelityJob("j06", 2, 2, 6, 1.0),
     FidelityJob("j07", 3, 4, 3, 2.0),
-    FidelityJob("j08", 4, 1, 2, 1.0),
-    FidelityJob("j09", 5, 2, 2, 2.0),
+    FidelityJob("j08", 4, 1, 3, 1.0),
+    FidelityJob("j09", 5, 2, 1, 2.0),
     FidelityJob("j10", 6, 8, 3, 1.0),
 )
-"""Ten batch jobs, two priorities, gangs of 1-8 GPUs, staggered submits, runs of 2-6 minutes, on
+"""Ten batch jobs, two priorities, gangs of 1-8 GPUs, staggered submits, runs of 1-6 minutes, on
 two nodes of 8 GPUs (16 GPUs): a high-priority 8-GPU gang that must wait (a reservation), short
-and long low-priority jobs behind it (backfill candidates)."""
+and long low-priority jobs behind it (backfill candidates, one ending exactly when a reservation
+starts). No two jobs end in the same step (``simulate`` refuses a workload where they do)."""
 
 
 @dataclass(frozen=True)
@@ -134,10 +135,23 @@ def simulate(workload: Sequence[FidelityJob], cluster: Cluster = Cluster()) -> d
     missing = [j.name for j in workload if j.name not in sim.finished]
     if missing:
         raise RuntimeError(f"the simulated baseline did not finish {missing} in {window} steps")
+    _refuse_simultaneous_ends({name: job.finished_at_s or 0.0 for name, job in sim.finished.items()})
     return {
         name: JobTimes(starts[name] / STEP_S, (job.finished_at_s or 0.0) / STEP_S)
         for name, job in sim.finished.items()
     }
+
+
+def _refuse_simultaneous_ends(ends_s: Mapping[str, float]) -> None:
+    """Jobs that end in the same step free their GPUs at once for the baseline, one after the
+    other for an event-driven scheduler, which may then start the next job on another node:
+    the comparison would measure that order, not the policy."""
+    by_end: dict[float, list[str]] = {}
+    for name, end_s in ends_s.items():
+        by_end.setdefault(end_s, []).append(name)
+    same = [sorted(names) for names in by_end.values() if len(names) > 1]
+    if same:
+        raise ValueError(f"workload: jobs {same} end in the same step; shift a run time by a step")
 
 
 # ---- Slurm's own scheduler ----------------------------------------------------------------------
