@@ -199,7 +199,9 @@ def _wait_mid_bucket(env: Mapping[str, str], partition: str, clock_speedup: floa
     """Wait until Slurm's clock is half-way through a minute. Backfill floors reservation times to
     its resolution (60 s): with every step boundary mid-minute, Slurm's few seconds of scheduling
     latency (amplified by the fast clock) keep a time in the minute of its step, as on a cluster
-    on the wall clock, instead of carrying it into the next minute now and then."""
+    on the wall clock, instead of carrying it into the next minute now and then. (On the wall
+    clock with time compressed, the whole run then lies in two of Slurm's minutes, the same two
+    on every run.)"""
     offset = (STEP_S // 2 - _slurm_now(env, partition)) % STEP_S
     time.sleep(offset / clock_speedup)
 
@@ -207,11 +209,15 @@ def _wait_mid_bucket(env: Mapping[str, str], partition: str, clock_speedup: floa
 def _submit_all(
     workload: Sequence[FidelityJob], env: Mapping[str, str], partition: str, scale_s: float
 ) -> dict[str, str]:
-    """Submit each job at its step (``scale_s`` real seconds a step); return Slurm id -> name."""
+    """Submit each job at its step (``scale_s`` real seconds a step); return Slurm id -> name.
+
+    Jobs of one step go in by priority (then name, Slurm's job id order for equal priorities):
+    the baseline sees them arrive together, and Slurm schedules on each submission, so a
+    lower-priority job sent first could take the GPUs a moment before the higher one arrives."""
     top = max(j.weight for j in workload)
     origin = time.monotonic()
     ids: dict[str, str] = {}
-    for job in sorted(workload, key=lambda j: (j.submit_step, j.name)):
+    for job in sorted(workload, key=lambda j: (j.submit_step, -j.weight, j.name)):
         time.sleep(max(origin + job.submit_step * scale_s - time.monotonic(), 0.0))
         argv = sbatch_argv(job, partition, scale_s, top)
         out = subprocess.run(argv, env={**env}, capture_output=True, text=True, timeout=30, check=True)
@@ -246,8 +252,7 @@ def run_on_slurm(
     and read its start and end times (Slurm's clock, ``clock_speedup`` times the wall's) as steps
     from the first submission."""
     check_scheduler(env)
-    if math.isclose(scale_s * clock_speedup, STEP_S):
-        _wait_mid_bucket(env, partition, clock_speedup)
+    _wait_mid_bucket(env, partition, clock_speedup)
     ids = _submit_all(workload, env, partition, scale_s)
     done = _wait_completed(SlurmCli(env=env), ids, timeout_s)
     origin = min(int(str(j["submit_time"])) for j in done)
