@@ -229,13 +229,10 @@ class SlurmCluster:
                    "slurmdbd")  # fmt: skip
         self.run("sacctmgr", "-i", "add", "cluster", "ebbtide-test")
 
-    def _spawn(
-        self, name: str, argv: list[str], env: dict[str, str] | None = None, group: bool = False
-    ) -> None:
-        """Start a daemon; ``group``: in its own process group, stopped as a group."""
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 (kept open with the process)
         self.processes[name] = subprocess.Popen(
-            argv, env=env or self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=group
+            argv, env=env or self.env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def start_fast_clock(self) -> None:
@@ -244,10 +241,10 @@ class SlurmCluster:
         if shutil.which("faketime") is None:
             raise RuntimeError("clock_speedup needs faketime (scripts/build_slurmsched.sh installs it)")
         saved = self.root / "run" / "faketime.env"
-        script = f"env > {saved}.tmp && mv {saved}.tmp {saved} && exec sleep 1000000000"
-        self._spawn(
-            "faketime", ["faketime", "-f", f"+0 x{self.clock_speedup}", "sh", "-c", script], group=True
+        script = (
+            f"echo $$ > {saved}.pid && env > {saved}.tmp && mv {saved}.tmp {saved} && exec sleep 1000000000"
         )
+        self._spawn("faketime", ["faketime", "-f", f"+0 x{self.clock_speedup}", "sh", "-c", script])
         self._wait(saved.exists, 10, "the faketime clock")
         keys = ("LD_PRELOAD", "FAKETIME", "FAKETIME_SHARED")
         shared = dict(line.split("=", 1) for line in saved.read_text().splitlines() if "=" in line)
@@ -329,11 +326,14 @@ class SlurmCluster:
                     os.kill(int(proc_dir.name), signal.SIGKILL)
 
     def _stop(self, name: str) -> None:
-        proc = self.processes.get(name)
-        if name == "faketime" and proc is not None and proc.poll() is None:
-            # faketime does not pass SIGTERM on to the command it runs: end its whole group.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+        holder = self.root / "run" / "faketime.env.pid"
+        if name == "faketime" and holder.exists():
+            # faketime does not pass SIGTERM on to the command it runs: end that command, and
+            # faketime exits by itself, removing its shared clock from /dev/shm.
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(holder.read_text()), signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.processes[name].wait(timeout=5)
         stop_daemon(self.processes, name, timeout_s=10)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
