@@ -105,6 +105,24 @@ def _fix_forecast(rng: random.Random, doc: dict[str, Any]) -> None:
         doc["quantiles"] = {q: [base] * steps for q in ("p50", "p90", "p99")}
 
 
+def _fix_cluster_state(rng: random.Random, doc: dict[str, Any]) -> None:
+    """Mostly a state the contract takes (its cross-field rules are not in the JSON Schema), so
+    hostile values at the bounds reach the forecaster and the planner."""
+    if rng.random() < 0.2:
+        return
+    for pool in doc["pools"]:
+        pool["gpus_available"] = min(pool["gpus_available"], pool["gpus_total"])
+        when = datetime.fromisoformat
+        pool["windows"] = [w for w in pool.get("windows", ()) if when(w["end"]) > when(w["start"])]
+        pool.pop("node_names", None)
+        pool.pop("free_gpus_by_node", None)
+    for service in doc.get("services", ()):
+        spec = service["spec"]
+        if "min_replicas" in spec and "max_replicas" in spec:
+            spec["min_replicas"] = min(spec["min_replicas"], spec["max_replicas"])
+    doc["jobs"] = [j for j in doc.get("jobs", ()) if j.get("pool") or j.get("status") != "running"]
+
+
 def _fix_allocation(rng: random.Random, doc: dict[str, Any]) -> None:
     if rng.random() < 0.8:  # mostly valid for a step, so it reaches the backend
         issued = datetime.fromisoformat(doc["issued_at"])
@@ -113,6 +131,7 @@ def _fix_allocation(rng: random.Random, doc: dict[str, Any]) -> None:
 
 FIXUPS: dict[Topic, Callable[[random.Random, dict[str, Any]], None]] = {
     JOB_EVENTS: _fix_job_event,
+    CLUSTER_STATE: _fix_cluster_state,
     FORECASTS: _fix_forecast,
     ALLOCATIONS: _fix_allocation,
 }
