@@ -10,7 +10,9 @@ Pointing a backend at a real cluster:
 
 - Kubernetes: in a Pod, the service account (``deploy/rbac/actuator.yaml``) is used when
   ``kubernetes.kubeconfig`` is unset; elsewhere ``kubeconfig`` (default ``$KUBECONFIG`` or
-  ``~/.kube/config``) and ``context``. ``namespace`` holds the Deployments and Jobs.
+  ``~/.kube/config``) and ``context``. ``namespaces`` hold the Deployments and Jobs: the actuator
+  drives those and the Kubernetes source (``ebbtide run source``) watches them; an empty list lets
+  the source watch every namespace (by label selector) but the actuator needs at least one.
 - Slurm: with ``slurm.rest_url`` (``http://host:6820``), ``rest_user`` and ``rest_token`` (or the
   ``SLURM_JWT`` environment variable; from ``scontrol token username=<user> lifespan=<s>``) it uses
   slurmrestd, and the CLI for requeue and reservations; without, the CLI only, reading
@@ -23,13 +25,17 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from actuators.base import Backend
 from actuators.dryrun import DryRunBackend
 from actuators.engine import ActuationEngine, RetryPolicy, utc_now
+
+if TYPE_CHECKING:
+    from actuators.slurm import SlurmCli
+    from actuators.slurm.backend import SlurmTransport
 
 
 class _Part(BaseModel):
@@ -39,10 +45,22 @@ class _Part(BaseModel):
 class KubernetesConfig(_Part):
     kubeconfig: Path | None = Field(default=None, description="unset: in-cluster, else $KUBECONFIG")
     context: str | None = None
-    namespace: str = Field(default="ebbtide-workloads", min_length=1)
+    namespaces: list[Annotated[str, Field(min_length=1, max_length=63)]] = Field(
+        default_factory=lambda: ["ebbtide-workloads"],
+        description="workload namespaces (Deployments, Jobs); empty: the source watches all",
+    )
     pool_label: str = Field(default="ebbtide.io/pool", min_length=1)
     gpu_resource: str = Field(default="nvidia.com/gpu", min_length=1)
     jobsets: bool = True
+    include_kueue: bool = Field(
+        default=False, description="also drive Jobs labelled kueue.x-k8s.io/queue-name (else Kueue's alone)"
+    )
+    priority_weights: list[tuple[int, Annotated[float, Field(gt=0, le=1e6)]]] = Field(
+        default_factory=lambda: [(1_000, 2.0), (100_000, 4.0)],
+        description="[PriorityClass value, weight] pairs: a Job's weight is that of the highest value"
+        " at or below its class's",
+    )
+    default_priority_weight: float = Field(default=1.0, gt=0, le=1e6, description="below every pair")
     request_timeout_s: float = Field(default=10.0, gt=0)
 
 
@@ -83,9 +101,24 @@ class ActuatorConfig(_Part):
             raise ValueError("slurm.rest_token: required with slurm.rest_url (or set SLURM_JWT)")
         if self.slurm.slurm_conf is not None and not self.slurm.slurm_conf.is_file():
             raise ValueError(f"slurm.slurm_conf: file {self.slurm.slurm_conf} does not exist")
+        if self.backend == "kubernetes" and not self.kubernetes.namespaces:
+            raise ValueError("kubernetes.namespaces: the kubernetes backend needs at least one namespace")
         if self.kubernetes.kubeconfig is not None and not self.kubernetes.kubeconfig.is_file():
             raise ValueError(f"kubernetes.kubeconfig: file {self.kubernetes.kubeconfig} does not exist")
         return self
+
+
+def slurm_transport(s: SlurmConfig) -> tuple[SlurmTransport, SlurmCli]:
+    """slurmrestd when ``rest_url`` is set (the CLI beside it for what REST lacks), else the CLI."""
+    from actuators.slurm import SlurmCli
+    from actuators.slurm.rest import SlurmRest
+
+    env = {"SLURM_CONF": str(s.slurm_conf)} if s.slurm_conf else None
+    cli = SlurmCli(env=env, timeout_s=s.command_timeout_s)
+    if not s.rest_url:
+        return cli, cli
+    token = s.rest_token or os.environ.get("SLURM_JWT", "")
+    return SlurmRest(s.rest_url, s.rest_user, token, cli=cli, timeout_s=s.command_timeout_s), cli
 
 
 def build_backend(config: ActuatorConfig, cluster: str) -> Backend:
@@ -98,26 +131,19 @@ def build_backend(config: ActuatorConfig, cluster: str) -> Backend:
         return KubernetesBackend(
             api,
             cluster=cluster,
-            namespace=k.namespace,
+            namespace=k.namespaces,
             pool_label=k.pool_label,
             gpu_resource=k.gpu_resource,
             checkpoint_grace_s=grace,
             request_timeout_s=k.request_timeout_s,
             jobsets=k.jobsets,
+            include_kueue=k.include_kueue,
         )
     if config.backend == "slurm":
-        from actuators.slurm import SlurmBackend, SlurmCli
-        from actuators.slurm.backend import SlurmTransport
-        from actuators.slurm.rest import SlurmRest
+        from actuators.slurm import SlurmBackend
 
         s = config.slurm
-        cli = SlurmCli(
-            env={"SLURM_CONF": str(s.slurm_conf)} if s.slurm_conf else None, timeout_s=s.command_timeout_s
-        )
-        transport: SlurmTransport = cli
-        if s.rest_url:
-            token = s.rest_token or os.environ["SLURM_JWT"]
-            transport = SlurmRest(s.rest_url, s.rest_user, token, cli=cli, timeout_s=s.command_timeout_s)
+        transport, _ = slurm_transport(s)
         return SlurmBackend(
             transport,
             cluster=cluster,

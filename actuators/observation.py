@@ -10,15 +10,13 @@ asked for. ``Observation`` itself is JSON-serialisable for publishing as-is.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loop.sources import JobPhase, phase_event, standing_of_phase
 from schemas import JobEvent, JobEventKind
 
-JobPhase = Literal["pending", "held", "running", "suspended", "finished", "failed", "cancelled"]
-_ACTIVE: frozenset[str] = frozenset({"running"})
-_WAITING: frozenset[str] = frozenset({"pending", "held", "suspended"})
+__all__ = ["JobPhase", "Observation", "ObservedJob", "ObservedService", "job_events", "service_key"]
 _WITH_NODES = frozenset({JobEventKind.STARTED, JobEventKind.PROGRESS})
 
 
@@ -67,22 +65,9 @@ def service_key(service: str, pool: str) -> str:
     return f"{service}/{pool}"
 
 
-def _kind_for(before: str | None, after: str) -> JobEventKind | None:
-    if after == before:
-        return None
-    if after in _ACTIVE:
-        return JobEventKind.STARTED
-    if after in _WAITING:
-        return JobEventKind.PREEMPTED if before in _ACTIVE else None
-    return {
-        "finished": JobEventKind.FINISHED,
-        "failed": JobEventKind.FAILED,
-        "cancelled": JobEventKind.CANCELLED,
-    }.get(after)
-
-
 def job_events(previous: Observation | None, current: Observation) -> list[JobEvent]:
-    """JobEvents for every job whose phase changed between two observations.
+    """JobEvents for every job whose phase changed between two observations (the transition
+    table is loop.sources.phase_event, shared with the cluster sources).
 
     A job seen for the first time already running yields ``started``; a first sighting while
     pending yields nothing (its ``submitted`` event, with the spec, comes from the submitter).
@@ -93,9 +78,9 @@ def job_events(previous: Observation | None, current: Observation) -> list[JobEv
     before = previous.jobs if previous is not None else {}
     for job_id, job in sorted(current.jobs.items()):
         prior = before.get(job_id)
-        kind = _kind_for(prior.phase if prior else None, job.phase)
+        kind = phase_event(standing_of_phase(prior.phase) if prior else None, job.phase)
         if kind is None:
-            if job.phase not in _ACTIVE or not job.nodes or prior is None or prior.nodes == job.nodes:
+            if job.phase != "running" or not job.nodes or prior is None or prior.nodes == job.nodes:
                 continue
             kind = JobEventKind.PROGRESS
         events.append(

@@ -43,18 +43,39 @@ def _pwt_ratio(m: RunMetrics, ref: RunMetrics | None) -> float:
 
 
 PANELS = (
-    _Panel("GPU utilization: useful / available GPU-time (higher is better)", "utilization",
-           lambda m, _: m.utilization, percent=True),
-    _Panel(f"priority-weighted throughput relative to {REFERENCE} (higher is better)",
-           f"PWT / {REFERENCE} PWT", _pwt_ratio, reference=1.0),
-    _Panel("inference SLO shortfall: demanded GPU-minutes not served (lower is better)", "shortfall",
-           lambda m, _: m.slo_shortfall, percent=True),
-    _Panel("preemptions: jobs stopped by the policy, maintenance or a burst (lower is better)", "stops",
-           lambda m, _: float(m.preemptions), bar_labels="%d"),
-    _Panel("lost GPU-hours: work since the last checkpoint dropped by a stop, and restart overhead "
-           "(lower is better)", "GPU-hours (log above 1)", lambda m, _: m.lost_gpu_hours, bar_labels="%.1f",
-           parts=(("xxx", lambda m: m.failure_lost_gpu_hours), ("///", lambda m: m.restart_gpu_hours)),
-           symlog=True),
+    _Panel(
+        "GPU utilization: useful / available GPU-time (higher is better)",
+        "utilization",
+        lambda m, _: m.utilization,
+        percent=True,
+    ),
+    _Panel(
+        f"priority-weighted throughput relative to {REFERENCE} (higher is better)",
+        f"PWT / {REFERENCE} PWT",
+        _pwt_ratio,
+        reference=1.0,
+    ),
+    _Panel(
+        "inference SLO shortfall: demanded GPU-minutes not served (lower is better)",
+        "shortfall",
+        lambda m, _: m.slo_shortfall,
+        percent=True,
+    ),
+    _Panel(
+        "preemptions: jobs stopped by the policy, maintenance or a burst (lower is better)",
+        "stops",
+        lambda m, _: float(m.preemptions),
+        bar_labels="%d",
+    ),
+    _Panel(
+        "lost GPU-hours: work since the last checkpoint dropped by a stop, and restart overhead "
+        "(lower is better)",
+        "GPU-hours (log above 1)",
+        lambda m, _: m.lost_gpu_hours,
+        bar_labels="%.1f",
+        parts=(("xxx", lambda m: m.failure_lost_gpu_hours), ("///", lambda m: m.restart_gpu_hours)),
+        symlog=True,
+    ),
 )
 HATCHES = {"xxx": "lost to failures", "///": "restart overhead"}
 

@@ -277,4 +277,3 @@ def _check_alive(procs: dict[str, subprocess.Popen[bytes]], result: ServiceMemor
         code = proc.poll()
         if code is not None and not any(f.startswith(f"{name}:") for f in result.failures):
             result.failures.append(f"{name}: exited with code {code}")
-

@@ -18,11 +18,13 @@ _SUB_APPS = {
     "broker": "ebbtide.cli_broker",
     "forecast": "ebbtide.cli_forecast",
     "job": "ebbtide.cli_job",
+    "kafka": "ebbtide.cli_kafka",
 }
 _COMMAND_MODULES = (
     "ebbtide.cli_bench",
     "ebbtide.cli_run",
     "ebbtide.cli_bench_decisions",
+    "ebbtide.cli_bench_kube",
     "ebbtide.cli_inspect",
 )
 

@@ -2,9 +2,11 @@
 
 Reads a CSV (a time and a value column), puts it on a regular grid (forecaster.clean), runs
 forecaster.backtest (one origin a day, 24 hours ahead, no future in any fit or calibration), prints
-per model the MAE relative to seasonal naive, pinball loss and band coverage, plots the selected
-model's bands against the actual series (PNG: dates in UTC on x, the values in --unit on y) and
-writes the selected model's scores as JSON.
+per model, on one origin set (the origins every model forecast from), the MAE relative to seasonal
+naive, the MAE by hours ahead, the weighted interval score, pinball loss and band coverage, plots
+the automatic choice's bands against the actual series (PNG: dates in UTC on x, the values in
+--unit on y) and writes the scores as JSON: the automatic row under the name ``auto`` with the
+model it selected at each origin, and each candidate's.
 Heavy imports happen inside the command so ``ebbtide --help`` stays fast.
 """
 
@@ -145,8 +147,8 @@ def backtest(
     from rich.console import Console
 
     console = Console()
-    if console.width < 110:
-        console = Console(width=110)  # the score table needs the room; never truncate model names
+    if console.width < 150:
+        console = Console(width=150)  # the score table needs the room; never truncate model names
     path = file or traces_dir() / GENTD26_HOURLY
     if not path.is_file():
         raise typer.BadParameter(f"FILE: {path} does not exist")
@@ -213,21 +215,41 @@ def _run_backtest(
     return result
 
 
+def _horizon_groups(result: BacktestResult) -> list[tuple[str, slice]]:
+    """Column label and step slice for the hours ahead 1-6, 7-12 and 13-24."""
+    per_hour = max(3600 // result.step_s, 1)
+    return [
+        (f"MAE {lo}-{hi} h", slice((lo - 1) * per_hour, hi * per_hour))
+        for lo, hi in ((1, 6), (7, 12), (13, 24))
+    ]
+
+
 def _score_table(result: BacktestResult, series_name: str, step_s: int) -> Table:
+    import numpy as np
     from rich.table import Table
 
-    table = Table(title=f"{series_name}: {len(result.origins)} origins, step {step_s} s, 24 h ahead")
-    for column in ("model", "origins", "rel MAE", "MAE", "pinball", "cover 80%", "cover 90%"):
+    common = result.common_origins()
+    left_out = len(result.origins) - len(common)
+    title = f"{series_name}: {len(common)} origins for every model, step {step_s} s, 24 h ahead"
+    if left_out:
+        title += f" ({left_out} earlier origins left out: a model needs a longer history)"
+    table = Table(title=title)
+    groups = _horizon_groups(result)
+    columns = ["model", "origins", "rel MAE", "MAE", *(g[0] for g in groups), "WIS", "pinball"]
+    for column in (*columns, "cover 80%", "cover 90%"):
         table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True)
     for model in result.model_names():
         score = result.score(model)
         if score is None:
             continue
+        by_horizon = np.asarray(score.mae_by_horizon)
         table.add_row(
             model,
             str(score.origins),
             f"{score.rel_mae:.3f}",
             f"{score.mae:.4f}",
+            *(f"{float(by_horizon[part].mean()):.4f}" for _, part in groups),
+            f"{score.wis:.4f}",
             f"{score.pinball:.4f}",
             f"{score.coverage_80:.3f}",
             f"{score.coverage_90:.3f}",
@@ -249,14 +271,30 @@ def _write_json(json_path: Path, series_name: str, result: BacktestResult, timin
 
     from forecaster.backtest import AUTO
 
-    auto = result.score(AUTO)
-    assert auto is not None
+    def entry(model: str) -> dict[str, object]:
+        score = result.score(model)
+        assert score is not None
+        return {
+            "rel_mae": score.rel_mae,
+            "mae": score.mae,
+            "mae_by_horizon": score.mae_by_horizon,
+            "wis": score.wis,
+            "pinball": score.pinball,
+            "coverage_80": score.coverage_80,
+            "coverage_90": score.coverage_90,
+        }
+
+    common = result.common_origins()
     scores = {
-        "model": result.selected[-1],
-        "rel_mae": auto.rel_mae,
-        "coverage_90": auto.coverage_90,
-        "coverage_80": auto.coverage_80,
-        "pinball": auto.pinball,
+        "model": AUTO,
+        "origins": len(common),
+        **entry(AUTO),
+        "selected_per_origin": [
+            m for o, m in zip(result.origins, result.selected, strict=True) if o in common
+        ],
+        "candidates": {
+            m: entry(m) for m in result.model_names() if m != AUTO and result.score(m) is not None
+        },
         "forecast_ms_p99": timings["forecast_ms_p99"],
         "fit_ms_p50": timings["fit_ms_p50"],
     }

@@ -26,15 +26,19 @@ BootstrapOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON instead of tables")]
 
 
-def _where(config: Path | None, bootstrap: str | None, cluster: str | None) -> tuple[Any, str, str]:
+def _where(config: Path | None, bootstrap: str | None, cluster: str | None) -> tuple[Any, Any, str]:
+    """(settings, the Kafka connection: the settings' with ``--bootstrap``'s servers, cluster)."""
     from ebbtide.settings import load_settings
 
     with _bad_settings_exit():
         settings = load_settings(config)
-    return settings, bootstrap or settings.kafka.bootstrap_servers, cluster or settings.cluster
+    kafka = settings.kafka
+    if bootstrap is not None:
+        kafka = kafka.model_copy(update={"bootstrap_servers": bootstrap})
+    return settings, kafka, cluster or settings.cluster
 
 
-def _read(bootstrap: str, prefix: str, *topics: Any) -> list[list[Any]]:
+def _read(bootstrap: Any, prefix: str, *topics: Any) -> list[list[Any]]:
     from streams.inspect import TopicReadError, read_records
 
     try:
@@ -133,7 +137,7 @@ def status(
     _emit(status_view(allocations, dead_letters, lag, name, datetime.now(UTC)), as_json, render_status)
 
 
-def _lag(settings: Any, servers: str) -> list[dict[str, Any]]:
+def _lag(settings: Any, servers: Any) -> list[dict[str, Any]]:
     from ebbtide.wiring import group_id_for, service_inputs
     from streams.inspect import TopicReadError, group_lag
 

@@ -100,7 +100,8 @@ def _publish(
     try:
         done = produce_confirmed(
             servers, JOB_EVENTS, event, prefix=settings.kafka.topic_prefix,
-            create_topic=settings.kafka.create_topics, timeout_s=timeout_s,
+            create_topic=settings.kafka.create_topics, durability=settings.kafka.durability(),
+            timeout_s=timeout_s,
         )  # fmt: skip
     except DeliveryError as exc:
         typer.echo(f"error: job {event.job_id}: not delivered: {exc}", err=True)

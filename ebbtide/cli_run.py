@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-SERVICES = ("collector", "state", "forecaster", "optimizer", "actuator", "demand-source")
+SERVICES = ("collector", "state", "forecaster", "optimizer", "actuator", "demand-source", "source")
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="YAML settings file (environment EBBTIDE_* overrides it)")

@@ -123,16 +123,17 @@ def run_demo(
     )
     with console.status("the baselines on the same simulated cluster (reference)..."):
         fifo_metrics, strongest, strongest_metrics = _baselines(scenario)
-    with _broker(bootstrap, out_dir, console) as servers:
+    with _broker(bootstrap, settings, out_dir, console) as servers:
         prefix = settings.kafka.topic_prefix or (f"demo-{uuid.uuid4().hex[:6]}." if bootstrap else "")
         sim = Simulator(scenario)
         run_settings = simulated_settings(
-            settings, sim, bootstrap=servers, prefix=prefix, group_prefix=prefix or "ebbtide"
-        )
+            settings, sim, bootstrap=servers, prefix=prefix, group_prefix=prefix or "ebbtide",
+            local_broker=not bootstrap,
+        )  # fmt: skip
         run = run_demo_loop(
             sim,
             demo_services(sim, run_settings, policy),
-            bootstrap=servers,
+            bootstrap=run_settings.kafka,
             prefix=prefix,
             steps=sim.steps,
             on_step=lambda view: console.print(describe_step(view)),
@@ -236,12 +237,14 @@ def write_plots(run: Any, out_dir: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _broker(bootstrap: str | None, out_dir: Path, console: Console) -> Iterator[str]:
-    """The user's Kafka when ``--bootstrap`` names one (left running), else an embedded Tansu."""
+def _broker(bootstrap: str | None, settings: Settings, out_dir: Path, console: Console) -> Iterator[str]:
+    """The user's Kafka when ``--bootstrap`` names one (left running; the settings' security), else
+    an embedded Tansu."""
     if bootstrap:
         from streams.broker import answers_metadata
 
-        if not answers_metadata(bootstrap, timeout_s=10.0):
+        yours = settings.kafka.model_copy(update={"bootstrap_servers": bootstrap})
+        if not answers_metadata(yours, timeout_s=10.0):
             raise SettingsError(f"--bootstrap {bootstrap}: no Kafka broker answers a metadata request there")
         console.print(f"broker: yours at {bootstrap} (left running)")
         yield bootstrap

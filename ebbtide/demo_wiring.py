@@ -8,25 +8,34 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ebbtide.settings import Settings
+from ebbtide.settings import Settings, SettingsError
 from ebbtide.wiring import Parts, build_runtime
 from loop import Policy
 from simulator.cluster import Simulator
+from streams.kafka_client import KafkaConnection
 from streams.services.demo_driver import DemoServices, FeedClock, SimulatorBackend
 from streams.state_diff import seed_of
-from streams.topics_admin import ensure_catalogue
+from streams.topics_admin import ReplicationError, ensure_catalogue
 
 SERVICE_ORDER = ("state", "forecaster", "optimizer", "actuator")
 
 
 def simulated_settings(
-    settings: Settings, sim: Simulator, *, bootstrap: str, prefix: str, group_prefix: str
+    settings: Settings, sim: Simulator, *, bootstrap: str, prefix: str, group_prefix: str, local_broker: bool
 ) -> Settings:
     """``settings`` pointed at the broker and topic prefix, with the simulator's cluster, step and
-    history and a day's horizon: what the services of a simulated run are built from."""
-    kafka = settings.kafka.model_copy(
-        update={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "group_prefix": group_prefix}
-    )
+    history and a day's horizon: what the services of a simulated run are built from. On a
+    ``local_broker`` (embedded, one node) topics get one replica; elsewhere the settings' own."""
+    update: dict[str, object] = {
+        "bootstrap_servers": bootstrap,
+        "topic_prefix": prefix,
+        "group_prefix": group_prefix,
+    }
+    if local_broker:  # one plaintext node: one replica, none of the production security settings
+        plain = KafkaConnection()
+        update.update({name: getattr(plain, name) for name in KafkaConnection.model_fields})
+        update.update(bootstrap_servers=bootstrap, replication_factor=1, min_insync_replicas=1)
+    kafka = settings.kafka.model_copy(update=update)
     scenario = sim.scenario
     return settings.model_copy(
         update={
@@ -41,7 +50,12 @@ def simulated_settings(
 
 def demo_services(sim: Simulator, settings: Settings, policy: Policy) -> DemoServices:
     """Create the topics and build the services the driver runs, in their threads' order."""
-    ensure_catalogue(settings.kafka.bootstrap_servers, settings.kafka.topic_prefix)
+    try:
+        ensure_catalogue(settings.kafka, settings.kafka.topic_prefix, settings.kafka.durability())
+    except ReplicationError as exc:  # the demo on your Kafka: its replication is the settings'
+        raise SettingsError(
+            f"setting kafka.replication_factor [EBBTIDE_KAFKA__REPLICATION_FACTOR]: {exc}"
+        ) from None
     first = sim.snapshot(sim.clock.now())
     feed_clock = FeedClock(first.as_of - timedelta(seconds=first.step_s))
     backend = SimulatorBackend(sim, first.cluster)

@@ -11,7 +11,8 @@ from rich.table import Table
 def render_explain(console: Console, data: dict[str, Any]) -> None:
     where = f" on {data['pool']} ({data['gpus']} GPUs)" if data["pool"] else ""
     console.print(f"[bold]{data['job_id']}[/] in {data['cluster']}: [cyan]{data['action']}[/]{where}")
-    console.print(f"  why: {data['reason']}", markup=False, highlight=False)
+    cause = f" ({data['cause']})" if data.get("cause") else ""
+    console.print(f"  why{cause}: {data['reason']}", markup=False, highlight=False)
     if data["status"] is not None:
         console.print(
             f"  status {data['status']}, gang {data['gang_gpus']} GPUs, submitted {data['submitted_at']}",

@@ -58,6 +58,7 @@ def explain_job(
         "pool": decision.pool,
         "gpus": decision.gpus,
         "reason": decision.reason,
+        "cause": None if decision.cause is None else decision.cause.value,
         "fallback": allocation.fallback,
         "planned_start": _planned_start(job_id, plan),
         "status": job.status.value if job is not None else None,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +21,8 @@ from pydantic_settings import (
 )
 
 from actuators.factory import ActuatorConfig
+from streams.kafka_client import KafkaConnection
+from streams.topics_admin import TopicDurability
 
 ENV_PREFIX = "EBBTIDE_"
 
@@ -33,8 +35,10 @@ class _Group(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class KafkaSettings(_Group):
-    bootstrap_servers: str = Field(default="127.0.0.1:9092", min_length=3)
+class KafkaSettings(KafkaConnection):
+    """The ``kafka`` group: the connection and its security (streams.kafka_client.KafkaConnection:
+    ``security_protocol``, ``sasl_*``, ``ssl_*``, ``oauthbearer_*``), then how the services use it."""
+
     group_prefix: str = Field(default="ebbtide", min_length=1)
     session_timeout_ms: int = Field(default=6000, ge=1000, le=300_000)
     heartbeat_interval_ms: int = Field(default=500, ge=100, le=60_000)
@@ -44,15 +48,29 @@ class KafkaSettings(_Group):
     topic_prefix: str = Field(
         default="", pattern=r"^[A-Za-z0-9._-]*$", description="isolates a deployment's topics"
     )
+    replication_factor: int = Field(
+        default=3, ge=1, le=32, description="replicas of every topic ebbtide creates (1 on a local broker)"
+    )
+    min_insync_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=32,
+        description="min.insync.replicas of every topic ebbtide creates (acks=all waits for this many); "
+        "unset: replication_factor - 1, at least 1 and at most 2 (3 replicas: 2)",
+    )
 
-    @field_validator("bootstrap_servers")
+    @field_validator("min_insync_replicas")
     @classmethod
-    def _host_port(cls, value: str) -> str:
-        for server in value.split(","):
-            host, _, port = server.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"{server!r} is not host:port")
+    def _isr_within_replicas(cls, value: int | None, info: ValidationInfo) -> int | None:
+        replicas = info.data.get("replication_factor")
+        if value is not None and replicas is not None and value > replicas:
+            raise ValueError(f"{value} is more than replication_factor {replicas}: no write could succeed")
         return value
+
+    def durability(self) -> TopicDurability:
+        """Replicas and min ISR of the topics the services create (``kafka.create_topics``)."""
+        rf = self.replication_factor
+        return TopicDurability(rf, self.min_insync_replicas or max(1, min(2, rf - 1)))
 
 
 class CollectorSettings(_Group):
@@ -136,6 +154,16 @@ class DemandSettings(_Group):
     services: dict[str, DemandQueries] = Field(default_factory=dict, description="service name -> queries")
 
 
+class SourceSettings(_Group):
+    """The cluster source (``ebbtide run source``); it reaches Slurm through ``actuator.slurm``'s
+    connection settings and Kubernetes through ``actuator.kubernetes``'s."""
+
+    backend: Literal["slurm", "kubernetes"] | None = Field(
+        default=None, description="the cluster the source observes; required by ebbtide run source"
+    )
+    interval_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="seconds between snapshots")
+
+
 ActuatorSettings = ActuatorConfig
 """The actuator's settings are the actuators package's own config (backend, change bound, retries,
 Kubernetes and Slurm connection), so there is one definition of each setting."""
@@ -170,6 +198,7 @@ class Settings(BaseSettings):
     optimizer: OptimizerSettings = Field(default_factory=OptimizerSettings)
     actuator: ActuatorSettings = Field(default_factory=ActuatorSettings)
     demand: DemandSettings = Field(default_factory=DemandSettings)
+    source: SourceSettings = Field(default_factory=SourceSettings)
 
     def lends_headroom(self) -> bool:
         """Whether the planner lends idle inference headroom (optimizer.lend_headroom, else on
@@ -208,7 +237,9 @@ def _describe(error: ValidationError) -> str:
         name = ".".join(path) or "<settings>"
         env = ENV_PREFIX + "__".join(p.upper() for p in path)
         got = item.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
+        # Never echoed: a secret's value, nor an unknown key's (it may be a misspelt secret).
+        secret = item["type"] == "extra_forbidden" or any(w in name for w in ("pass", "secret", "token"))
+        shown = "" if isinstance(got, dict) or secret else f" (got {got!r})"
         lines.append(f"setting {name} [{env}]: {item['msg']}{shown}")
     return "; ".join(lines)
 

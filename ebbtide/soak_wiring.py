@@ -15,7 +15,7 @@ from streams.services.demo_driver import DemoServices
 
 def soak_services(sim: Simulator, bootstrap: str, prefix: str) -> DemoServices:
     settings = simulated_settings(
-        load_settings(None), sim, bootstrap=bootstrap, prefix=prefix, group_prefix=prefix
+        load_settings(None), sim, bootstrap=bootstrap, prefix=prefix, group_prefix=prefix, local_broker=True
     )
     policy, _ = _policy()
     return demo_services(sim, settings, policy)

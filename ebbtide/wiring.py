@@ -27,10 +27,10 @@ import yaml
 from actuators.factory import build_actuator
 from ebbtide.settings import Settings, SettingsError
 from forecaster.source import BankForecastSource
-from loop import Actuator, Clock, Decision, ForecastSource, Policy
+from loop import Actuator, Clock, ClusterSource, Decision, ForecastSource, Policy
 from schemas import ClusterState, JobState, PoolState, ServiceSpec, ServiceState
 from schemas.codec import describe
-from schemas.topics import ACTUATIONS, CLUSTER_STATE, Topic
+from schemas.topics import ACTUATIONS, CLUSTER_STATE, INVENTORY, JOB_EVENTS, Topic
 from streams.fold import Pruning
 from streams.health import Heartbeat
 from streams.metrics import EbbtideMetrics
@@ -41,6 +41,7 @@ from streams.services.forecaster import ForecasterProcessor
 from streams.services.observe import ServiceMetrics
 from streams.services.optimizer import DecisionHook, OptimizerProcessor
 from streams.services.runtime import Processor, ServiceRuntime, read_topic_to_end
+from streams.services.source import SourcePublisher
 from streams.services.state import StateProcessor, restore_fold
 
 log = logging.getLogger(__name__)
@@ -138,14 +139,17 @@ class Parts:
 
 
 def build_processor(service: str, settings: Settings, parts: Parts) -> Processor:
-    bootstrap = settings.kafka.bootstrap_servers
+    bootstrap = settings.kafka
     if service == "state":
         seed = parts.seed or load_seed(settings)
         clock = parts.clock or WallClock()
         restored = read_topic_to_end(bootstrap, CLUSTER_STATE, idle_s=0.5, prefix=settings.kafka.topic_prefix)
         not_after = clock.now() + timedelta(seconds=settings.state.max_event_skew_s)
         pruning = Pruning(settings.state.gpu_vanished_steps, settings.state.job_abandoned_s)
-        fold, latest = restore_fold(seed, restored, settings.state.max_history_steps, not_after, pruning)
+        inventories = read_topic_to_end(bootstrap, INVENTORY, idle_s=0.5, prefix=settings.kafka.topic_prefix)
+        fold, latest = restore_fold(
+            seed, restored, settings.state.max_history_steps, not_after, pruning, inventories
+        )
         return StateProcessor(
             fold=fold,
             clock=clock,
@@ -253,7 +257,7 @@ def build_runtime(
     )
     return ServiceRuntime(
         processor=processor,
-        bootstrap=kafka.bootstrap_servers,
+        bootstrap=kafka,
         group_id=group_id,
         observe=observe,
         heartbeat=heartbeat,
@@ -270,6 +274,43 @@ def build_runtime(
             300_000,
             int(2_000 * (settings.optimizer.decision_budget_s + settings.optimizer.forecast_wait_s)) + 60_000,
         ),
+    )
+
+
+def build_cluster_source(settings: Settings) -> ClusterSource:
+    """The cluster source of ``source.backend``; unset raises SettingsError naming it."""
+    backend = settings.source.backend
+    if backend == "slurm":
+        from actuators.slurm.source import slurm_source
+
+        slurm = settings.actuator.slurm
+        if slurm.rest_url and not (slurm.rest_token or os.environ.get("SLURM_JWT")):
+            raise SettingsError(
+                "setting actuator.slurm.rest_token [EBBTIDE_ACTUATOR__SLURM__REST_TOKEN]: required with "
+                "actuator.slurm.rest_url (or set SLURM_JWT)"
+            )
+        return slurm_source(slurm, settings.cluster)
+    if backend == "kubernetes":
+        from actuators.kube.source import kubernetes_source
+
+        return kubernetes_source(settings.actuator.kubernetes, settings.cluster)
+    if backend is None:
+        raise SettingsError(
+            "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source (slurm or kubernetes)"
+        )
+    raise SettingsError(f"setting source.backend [EBBTIDE_SOURCE__BACKEND]: {backend!r} has no source")
+
+
+def build_source_publisher(settings: Settings, source: ClusterSource) -> SourcePublisher:
+    """The source's publisher, its ``last`` rebuilt from the job-events and inventory topics."""
+    bootstrap, prefix = settings.kafka, settings.kafka.topic_prefix
+    seed = load_seed(settings)
+    return SourcePublisher(
+        source,
+        settings.cluster,
+        restored_jobs=read_topic_to_end(bootstrap, JOB_EVENTS, idle_s=0.5, prefix=prefix),
+        restored_inventories=read_topic_to_end(bootstrap, INVENTORY, idle_s=0.5, prefix=prefix),
+        pools=[p.name for p in seed.pools],
     )
 
 

@@ -5,7 +5,8 @@ run every loop step). ``forecast`` does both in one call. Pure.
 Sub-hourly steps that divide an hour are averaged to hourly steps (the daily season is then 24
 model steps, the weekly 168) and the hourly curves are interpolated back to the step size.
 Histories too short for an inner backtest fall back to seasonal naive (or, under a day, the last
-value) with wider bands, and say so in ``DemandForecast.degraded_reason``.
+value) with wider bands, and say so in ``DemandForecast.degraded_reason``. Every step-time
+forecast follows a level shift the model has not learned (forecaster/level_shift.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import datetime
 import numpy as np
 
 from forecaster.clean import History, clean_values
+from forecaster.level_shift import shifted_forecast
 from forecaster.models import (
     Array,
     Model,
@@ -42,6 +44,9 @@ DAY_S = 24 * 3600
 HOUR_S = 3600
 DEFAULT_MAX_ORIGINS = 14
 FALLBACK_WIDEN = 1.5
+SHIFT_HISTORY_DAYS = 8
+"""Days of history every candidate can forecast from (the leveled day-week blend needs eight):
+the level-shift check forecasts from a few steps back, so it runs only with this much."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,18 @@ def predict_quantiles(
     horizon = math.ceil(horizon_steps / per)
     model_steps_since_fit = round(steps_since_fit / per)
     center = fitted.calibrated.fitted.predict(z, horizon, model_steps_since_fit)
+    # a step change the history never showed: follow it now rather than after a day (level_shift)
+    shifted = shifted_forecast(
+        fitted.calibrated.fitted,
+        z,
+        fitted.calibrated.offsets,
+        horizon,
+        day=fitted.day,
+        min_history=SHIFT_HISTORY_DAYS * fitted.day,
+        steps_since_fit=model_steps_since_fit,
+    )
+    if shifted is not None:
+        center = shifted
     keys = sorted(fitted.calibrated.offsets, key=lambda k: QUANTILE_LEVELS[k])
     curves = []
     for key in keys:

@@ -2,10 +2,11 @@
 injects a timer; the CLI `ebbtide forecast backtest` prints, plots and writes JSON).
 
 One origin a day from ``min_history_days`` on; at each origin everything (cleaning, selection,
-fit, calibration) sees ``values[:origin]`` only, and forecasts the next 24 hours. Scored per model
-(the automatic choice ``auto`` and each candidate forced): MAE relative to the 24-hour seasonal
-naive forecast from the same origins, mean pinball loss over the quantile levels, coverage of the
-80% (p10-p90) and 90% (p05-p95) bands.
+fit, calibration) sees ``values[:origin]`` only, and forecasts the next 24 hours. Every model (the
+automatic choice ``auto`` and each candidate forced) is scored on one origin set, the origins all
+of them forecast from: MAE relative to the 24-hour seasonal naive forecast from the same origins,
+MAE by step ahead, mean pinball loss over the quantile levels, the weighted interval score (WIS)
+of the quantiles, coverage of the 80% (p10-p90) and 90% (p05-p95) bands.
 """
 
 from __future__ import annotations
@@ -30,8 +31,33 @@ class ModelScore:
     rel_mae: float
     mae: float
     pinball: float
+    wis: float  # weighted interval score of the quantiles (busy GPUs; lower is better)
     coverage_80: float
     coverage_90: float
+    mae_by_horizon: list[float]  # MAE at each step ahead (busy GPUs), over the scored origins
+
+
+INTERVALS: tuple[tuple[float, str, str], ...] = (
+    (0.02, "p01", "p99"),
+    (0.10, "p05", "p95"),
+    (0.20, "p10", "p90"),
+)
+"""Central intervals (alpha, lower, upper) of the quantile keys, for the weighted interval score."""
+
+
+def weighted_interval_score(actual: Array, curves: dict[str, Array]) -> float:
+    """WIS (Bracher et al. 2021) of the median and the central intervals, mean over the points:
+    (|y - m| / 2 + sum over intervals of alpha/2 x interval score) / (intervals + 1/2)."""
+    total = 0.5 * np.abs(actual - curves["p50"])
+    for alpha, lo, hi in INTERVALS:
+        low, high = curves[lo], curves[hi]
+        interval = (
+            (high - low)
+            + (2 / alpha) * np.maximum(low - actual, 0)
+            + (2 / alpha) * np.maximum(actual - high, 0)
+        )
+        total = total + alpha / 2 * interval
+    return float(np.mean(total / (len(INTERVALS) + 0.5)))
 
 
 @dataclass
@@ -52,15 +78,24 @@ class BacktestResult:
     def actual(self, origin: int) -> Array:
         return self.values[origin : origin + self.horizon_steps]
 
-    def score(self, model: str) -> ModelScore | None:
+    def common_origins(self) -> list[int]:
+        """The origins every model forecast from: one origin set scores them all (a model that
+        needs a longer history than the first origins leaves those out for every model)."""
+        sets = [set(by_origin) for by_origin in self.forecasts.values() if by_origin]
+        return sorted(set.intersection(*sets)) if sets else []
+
+    def score(self, model: str, origins: list[int] | None = None) -> ModelScore | None:
+        """Model's scores over ``origins`` (default: the common origins)."""
         by_origin = self.forecasts.get(model, {})
-        if not by_origin:
+        origins = self.common_origins() if origins is None else origins
+        if not origins or any(o not in by_origin for o in origins):
             return None
-        origins = sorted(by_origin)
-        actual = np.concatenate([self.actual(o) for o in origins])
+        actual_rows = np.vstack([self.actual(o) for o in origins])
         naive = np.concatenate([self.naive(o) for o in origins])
         curves = {k: np.concatenate([by_origin[o][k] for o in origins]) for k in QUANTILE_LEVELS}
-        mae = float(np.mean(np.abs(curves["p50"] - actual)))
+        actual = actual_rows.ravel()
+        errors = np.abs(curves["p50"] - actual)
+        mae = float(np.mean(errors))
         floor = float(np.mean(np.abs(naive - actual)))
         pinball = float(
             np.mean(
@@ -80,8 +115,10 @@ class BacktestResult:
             rel_mae=mae / floor if floor > 0 else float("nan"),
             mae=mae,
             pinball=pinball,
+            wis=weighted_interval_score(actual, curves),
             coverage_80=covered("p10", "p90"),
             coverage_90=covered("p05", "p95"),
+            mae_by_horizon=errors.reshape(actual_rows.shape).mean(axis=0).tolist(),
         )
 
     def model_names(self) -> list[str]:

@@ -8,19 +8,25 @@ package imports only schemas/.
 from loop.control import ControlLoop, NullSink, StepRecord
 from loop.decision import Decision, config_fingerprint, inputs_digest, plan_id_for
 from loop.ports import Actuator, Clock, DecisionSink, ForecastSource, Policy, StateSource
+from loop.sources import ClusterSource, SourcedJob, SourceSnapshot, latest_kinds, lifecycle_events
 
 __all__ = [
     "Actuator",
     "Clock",
+    "ClusterSource",
     "ControlLoop",
     "Decision",
     "DecisionSink",
     "ForecastSource",
     "NullSink",
     "Policy",
+    "SourceSnapshot",
+    "SourcedJob",
     "StateSource",
     "StepRecord",
     "config_fingerprint",
     "inputs_digest",
+    "latest_kinds",
+    "lifecycle_events",
     "plan_id_for",
 ]

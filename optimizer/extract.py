@@ -59,7 +59,7 @@ def round_relaxed(
         )
     whole, phys = round_services(inputs, replicas, gpus, reserved)
     free = services_free(inputs, phys)
-    job_pool, preempted, holds = round_jobs(
+    job_pool, preempted, holds, outcome = round_jobs(
         inputs,
         free,
         share0,
@@ -69,4 +69,4 @@ def round_relaxed(
         svc_gpus0=phys[:, :, 0].sum(axis=0) if inputs.n_services else None,
         preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
     )
-    return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds)
+    return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds, outcome)

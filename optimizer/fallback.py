@@ -78,7 +78,7 @@ def greedy_plan(
             chosen = np.flatnonzero(prefer_pool >= 0)
             share0[chosen, prefer_pool[chosen]] = 1.0
     share = np.ones((n_jobs, n_blocks))
-    job_pool, preempted, _ = round_jobs(
+    job_pool, preempted, _, outcome = round_jobs(
         inputs,
         free,
         share0,
@@ -88,7 +88,7 @@ def greedy_plan(
         svc_gpus0=gpus[:, :, 0].sum(axis=0) if inputs.n_services else None,
         preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
     )
-    return RoundedPlan(replicas.astype(np.int64), gpus, job_pool, share0, share, preempted)
+    return RoundedPlan(replicas.astype(np.int64), gpus, job_pool, share0, share, preempted, outcome=outcome)
 
 
 def keep_current_state(

@@ -11,7 +11,11 @@ noted), per time block b (step 0 is block 0):
   (G = gpr*R dedicated, down to gpr*R/k when k tenants time-slice one GPU). Where a service
   cannot time-slice in a pool (one tenant per GPU) the packing rows force G = gpr*R, so the
   matrix has no G column nor packing rows there and uses gpr*R in G's place: the same model
-  in a smaller LP (about a quarter fewer rows at seed scale);
+  in a smaller LP (about a quarter fewer rows at seed scale). The packing rows are the limit on
+  time-slicing: k = min(pool max_share, the service's max_cotenants) of its replicas per GPU. A
+  latency-critical service must also keep its GPUs to itself (a fraction would be time-sliced
+  with other services' replicas); an LP cannot state whole GPUs, so the rounding
+  (optimizer/rounding.py) makes its G whole in every block, within the same packing limits;
 - ``up0[s,p]`` GPUs added to a pool in step 0, against the replicas running there now;
   ``up[s,b]`` GPUs a service adds in block b >= 1, over all its pools (lead time and churn).
   Later blocks count what a service adds, not where: they are re-planned every step, as jobs'

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from loop import Decision
 from schemas import (
     ClusterState,
+    DecisionCause,
     DemandForecast,
     JobAction,
     JobDecision,
@@ -262,6 +263,7 @@ def _borrowing(
         pool=h.pool,
         gpus=spec.gpus,
         reason=reason,
+        cause=DecisionCause.BORROWS_HEADROOM,
         borrows_from=h.service,
     )
 

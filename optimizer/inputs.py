@@ -86,6 +86,7 @@ class PlanInputs:
     svc_allowed: np.ndarray  # [S, P] bool
     svc_tenants: np.ndarray  # [S, P] replicas that may share one GPU (1: dedicated only)
     svc_loss: np.ndarray  # [S, P] capacity lost per extra co-tenant, as a fraction
+    svc_latency_critical: np.ndarray  # [S] bool: its GPUs are its own (no other service time-slices them)
     svc_replicas_now: np.ndarray  # [S, P]
     svc_quantile: tuple[str, ...]
     svc_demand_steps: np.ndarray  # [S, T] demand at the SLO quantile
@@ -94,6 +95,7 @@ class PlanInputs:
     job_gang: np.ndarray  # [J]
     job_weight: np.ndarray  # [J]
     job_remaining_s: np.ndarray  # [J] remaining GPU-seconds, rounded up to whole steps of the gang
+    job_left_gpu_s: np.ndarray  # [J] remaining GPU-seconds by the job's own estimate (for reasons)
     job_allowed: np.ndarray  # [J, P] bool
     job_running_pool: np.ndarray  # [J] pool index, -1 when not running
     job_preemptible: np.ndarray  # [J] bool
@@ -267,6 +269,7 @@ def _service_fields(
         "svc_allowed": svc_allowed,
         "svc_tenants": svc_tenants,
         "svc_loss": svc_loss,
+        "svc_latency_critical": np.asarray([s.spec.latency_critical for s in services], dtype=bool),
         "svc_replicas_now": svc_now,
         "svc_quantile": tuple(s.spec.slo_quantile for s in services),
         "svc_demand_steps": demand,
@@ -295,6 +298,7 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
         "job_gang": gang,
         "job_weight": weights,
         "job_remaining_s": _remaining_gpu_s(jobs, gang, step_s),
+        "job_left_gpu_s": np.asarray([j.remaining_gpu_s for j in jobs], dtype=float).reshape(n_jobs),
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),

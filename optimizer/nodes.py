@@ -63,6 +63,7 @@ class NodeBook:
         self.free = [None if nodes is None else list(nodes) for nodes in free_by_node]
         self.per_node = gpus_per_node
         self.held: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> weight it is held for
+        self.held_job: list[dict[int, int]] = [{} for _ in free_by_node]  # node -> job it is held for
         self.shadow_s: list[dict[int, float]] = [{} for _ in free_by_node]  # held node -> drain time
         self.drain_s: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> its jobs' last end
         self.unknown: list[bool] = [False] * len(free_by_node)  # a running job on unknown nodes
@@ -118,7 +119,13 @@ class NodeBook:
         self.free[pool] = reserve_packed(job_free, self.inference_gpus[pool])
 
     def hold(
-        self, pool: int, gang: float, weight: float, prefer: tuple[int, ...] = (), real_nodes: int = 0
+        self,
+        pool: int,
+        gang: float,
+        weight: float,
+        prefer: tuple[int, ...] = (),
+        real_nodes: int = 0,
+        job: int = -1,
     ) -> tuple[int, ...]:
         """Hold enough nodes for ``gang`` against work of a lower ``weight``: the ``prefer``red
         ones (those held for it last time, among the first ``real_nodes``) while still free of
@@ -140,6 +147,7 @@ class NodeBook:
         shadow = 0.0 if self.unknown[pool] else max((drain.get(i, 0.0) for i in chosen), default=0.0)
         for i in chosen:
             held[i] = weight
+            self.held_job[pool][i] = job
             self.shadow_s[pool][i] = shadow
         return tuple(chosen)
 

@@ -103,13 +103,15 @@ def _service_decisions(
     decisions: list[ServiceDecision] = []
     for s, p in zip(*(i.tolist() for i in shown), strict=True):
         replicas, gpus = int(replicas0[s, p]), float(plan.svc_gpus[s, p, 0])
+        reason = reasons.service_reason(s, p, replicas, gpus)
         decisions.append(
             ServiceDecision(
                 service=inputs.service_names[s],
                 pool=inputs.pool_names[p],
                 replicas=replicas,
                 gpus=gpus,
-                reason=reasons.service_reason(s, p, replicas, gpus),
+                reason=reason.text,
+                cause=reason.cause,
             )
         )
     return decisions
@@ -119,16 +121,19 @@ def _job_decision(inputs: PlanInputs, plan: RoundedPlan, reasons: ReasonContext,
     """Step 0's decision for job j: run in a pool, preempt, or hold."""
     job_id, p = inputs.job_ids[j], int(plan.job_pool[j, 0])
     if p >= 0:
-        pool, gpus = inputs.pool_names[p], int(inputs.job_gang[j])
+        pool, gpus, why = inputs.pool_names[p], int(inputs.job_gang[j]), reasons.run_reason(j, p)
         return JobDecision(
-            job_id=job_id, action=JobAction.RUN, pool=pool, gpus=gpus, reason=reasons.run_reason(j, p)
+            job_id=job_id, action=JobAction.RUN, pool=pool, gpus=gpus, reason=why.text, cause=why.cause
         )
     if plan.preempted[j]:
-        running_in = inputs.pool_names[int(inputs.job_running_pool[j])]
+        running_in, why = inputs.pool_names[int(inputs.job_running_pool[j])], reasons.preempt_reason(j)
         return JobDecision(
-            job_id=job_id, action=JobAction.PREEMPT, pool=running_in, gpus=0, reason=reasons.preempt_reason(j)
+            job_id=job_id, action=JobAction.PREEMPT, pool=running_in, gpus=0, reason=why.text, cause=why.cause
         )
-    return JobDecision(job_id=job_id, action=JobAction.HOLD, pool=None, gpus=0, reason=reasons.hold_reason(j))
+    why = reasons.hold_reason(j)
+    return JobDecision(
+        job_id=job_id, action=JobAction.HOLD, pool=None, gpus=0, reason=why.text, cause=why.cause
+    )
 
 
 def build_allocation(

@@ -1,19 +1,72 @@
-"""Reasons a person can read for every step-0 decision: why run, why held, why preempted, why
-this pool, and which forecast or constraint bound it.
+"""Reasons a person can read for every step-0 decision, each made from a cause code.
 
 Part of stage 6 of a decision (assembly, optimizer/plan_build.py): pure string building from the
-inputs and the rounded plan. A ReasonContext works out once per decision what several reasons
-quote (each pool's note, each service's forecast note, the GPUs in use in step 0).
+inputs, the rounded plan and what step 0's placement saw (optimizer/step0_outcome.py). Each
+decision gets a ``DecisionCause`` decided from those facts, never guessed, and its text is made
+from the code and its numbers in one place (``TEMPLATES``), so the numbers a reason quotes (GPUs,
+weights, pools, quotas) are those of the allocation. A ReasonContext works out once per decision
+what several reasons quote (each pool's note, each service's forecast note, the GPUs in step 0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from optimizer.inputs import PlanInputs
 from optimizer.rounding import EPS, RoundedPlan
+from optimizer.step0_outcome import Blocked
+from schemas import DecisionCause
+
+C = DecisionCause
+_JOB = "({gpus} GPUs, weight {weight}, class {cls}); {left_h} GPU-h left{deadline}"
+_LOSES = "loses {lost_h} GPU-h (since checkpoint plus restart)"
+TEMPLATES: dict[DecisionCause, str] = {
+    C.KEEPS_RUNNING: "run: keeps running in pool {pool} " + _JOB,
+    C.NOT_PREEMPTIBLE: "run: keeps running in pool {pool}, not preemptible " + _JOB,
+    C.PREEMPTION_BOUND: "run: keeps running in pool {pool} " + _JOB + "; the plan would stop it "
+    "(share {share}) but at most {bound} jobs are preempted per step",
+    C.PLANNED_START: "run: starts in pool {pool} " + _JOB + "; plan share now {share}; {pool_note}",
+    C.BACKFILL: "run: starts in pool {pool} " + _JOB + "; backfills GPUs the plan leaves idle "
+    "(plan share now {share}); {pool_note}",
+    C.CLEARED_FOR_JOB: "preempted: node(s) {nodes} of pool {pool} cleared for job {for_job} "
+    "({for_gpus} GPUs, weight {for_weight}), above its own weight {weight}; " + _LOSES,
+    C.FREED_FOR_JOBS: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} GPUs, "
+    "weight {for_weight}){others}, starting now (its own weight {weight}); " + _LOSES,
+    C.FREED_FOR_INFERENCE: "preempted: its {gpus} GPUs in pool {pool} go to inference, {service} "
+    "grows from {from_replicas} to {to_replicas} replicas there: {service_note}; " + _LOSES,
+    C.POOL_SHRINKS: "preempted: {pool_note}; fewer GPUs in service than running work held "
+    "(its {gpus} GPUs, weight {weight}); " + _LOSES,
+    C.PLAN_STOPS: "preempted: the plan stops it (share {share} of its gang in pool {pool}; its {gpus} "
+    "GPUs, weight {weight}); {pool_note}; " + _LOSES,
+    C.NO_ALLOWED_POOL: "held: no pool matches the job's allowed pools and GPU types",
+    C.NO_WORK_LEFT: "held: no work left by its own estimate",
+    C.TEAM_QUOTA: "held: team {team} is at its quota of {quota} GPUs ({used} in use, its gang needs "
+    "{gpus}); {when}",
+    C.FRAGMENTATION: "held: fragmentation: {free} GPUs free in pool {pool} but its nodes do not take "
+    "a gang of {gpus} (most free on one node: {largest} of {per_node}){held}; {when}",
+    C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
+    "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
+    "end before they do (its own weight {weight}){held}; {when}",
+    C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference {start}-{end}, most for "
+    "{service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
+    C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
+    C.COVERS_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}{sliced}",
+    C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
+    "{sliced}; short by {short} GPUs: allowed pools are full",
+}
+
+
+class Reason(NamedTuple):
+    cause: DecisionCause
+    text: str
+
+
+def explain(cause: DecisionCause, **numbers: object) -> Reason:
+    """The one place a reason's text is made: the cause's template filled with its numbers."""
+    return Reason(cause, TEMPLATES[cause].format(**numbers))
 
 
 def _hhmm(inputs: PlanInputs, step: int) -> str:
@@ -30,15 +83,21 @@ def _service_note(inputs: PlanInputs, s: int) -> str:
     )
 
 
+def _gpu_hours(gpu_s: float) -> str:
+    """GPU-seconds as GPU-hours a person reads: one decimal, two significant digits under one hour."""
+    hours = gpu_s / 3600
+    return f"{hours:.1f}" if hours >= 1 else f"{hours:.2g}"
+
+
 def _pool_note(inputs: PlanInputs, p: int, svc_gpus0: np.ndarray, job_gpus0: float, free0: float) -> str:
     """What holds pool p's GPUs in step 0 (``svc_gpus0`` [S]: the services' GPUs there)."""
     parts = [f"pool {inputs.pool_names[p]}: {inputs.avail_steps[p, 0]:.0f} GPUs in service"]
-    inference = float(svc_gpus0.sum()) if inputs.n_services else 0.0
+    inference = float(np.ceil(svc_gpus0.sum() - EPS)) if inputs.n_services else 0.0
     if inference > EPS:
         most = _service_note(inputs, int(svc_gpus0.argmax()))
         parts.append(f"{inference:.0f} reserved for inference, most for {most}")
     if job_gpus0 > 0:
-        parts.append(f"{job_gpus0:.0f} running jobs")
+        parts.append(f"{job_gpus0:.0f} held by running jobs")
     parts.append(f"{max(free0, 0):.0f} free")
     if inputs.window_reason[p]:
         parts.append(f"windows: {inputs.window_reason[p]}")
@@ -72,47 +131,96 @@ class ReasonContext:
         ]
         return cls(inputs, plan, svc_gpus0, free0, team_used0, notes)
 
-    def service_reason(self, s: int, p: int, replicas: int, gpus: float) -> str:
+    def service_reason(self, s: int, p: int, replicas: int, gpus: float) -> Reason:
         """Why service s has ``replicas`` on ``gpus`` in pool p in step 0."""
         inp = self.inputs
-        note = _service_note(inp, s)
-        text = f"{replicas} replicas on {gpus:g} GPUs in pool {inp.pool_names[p]}: covers {note}"
+        sliced = ""
         gpr = float(inp.svc_gpr[s])
         if replicas and gpus + EPS < replicas * gpr:
             k = replicas * gpr / max(gpus, EPS)
-            text += (
+            sliced = (
                 f"; time-sliced {k:.1f} tenants per GPU (limit {inp.svc_tenants[s, p]:.0f}), "
                 f"{inp.svc_loss[s, p] * 100:.1f}% capacity lost per co-tenant"
             )
-        covered = float(self.svc_gpus0[s].sum())
-        demand = float(inp.svc_demand_steps[s, 0])
-        if covered + EPS < demand:
-            text += f"; short by {demand - covered:.1f} GPUs: allowed pools are full"
-        return text
-
-    def run_reason(self, j: int, p: int) -> str:
-        inp = self.inputs
-        kept = int(inp.job_running_pool[j]) == p
-        head = "run: keeps running" if kept else "run: starts"
-        text = (
-            f"{head} in pool {inp.pool_names[p]} ({inp.job_gang[j]:.0f} GPUs, weight {inp.job_weight[j]:g}, "
-            f"class {inp.job_priority_class[j]}); {inp.job_remaining_s[j] / 3600:.1f} GPU-h left"
+        short = float(inp.svc_demand_steps[s, 0]) - float(self.svc_gpus0[s].sum())
+        cause = C.SHORT_OF_FORECAST if short > EPS else C.COVERS_FORECAST
+        note = _service_note(inp, s)
+        return explain(
+            cause,
+            replicas=replicas,
+            gpus=f"{gpus:g}",
+            pool=inp.pool_names[p],
+            service_note=note,
+            sliced=sliced,
+            short=f"{short:.1f}",
         )
+
+    def _job_numbers(self, j: int) -> dict[str, object]:
+        inp = self.inputs
         deadline = int(inp.job_deadline_step[j])
-        if deadline <= inp.horizon_steps:
-            text += f"; deadline {_hhmm(inp, deadline)}"
-        if not kept:
-            text += f"; plan share now {self.plan.job_share0[j, p]:.2f}; {self.pool_notes[p]}"
-        return text
+        return {
+            "gpus": f"{inp.job_gang[j]:.0f}",
+            "weight": f"{inp.job_weight[j]:g}",
+            "cls": inp.job_priority_class[j],
+            "left_h": _gpu_hours(inp.job_left_gpu_s[j]),
+            "deadline": f"; deadline {_hhmm(inp, deadline)}" if deadline <= inp.horizon_steps else "",
+            "lost_h": f"{inp.job_lost_gpu_s[j] / 3600:.2f}",
+        }
 
-    def preempt_reason(self, j: int) -> str:
+    def _other_job(self, j: int) -> dict[str, object]:
         inp = self.inputs
+        return {
+            "for_job": inp.job_ids[j],
+            "for_gpus": f"{inp.job_gang[j]:.0f}",
+            "for_weight": f"{inp.job_weight[j]:g}",
+        }
+
+    def run_reason(self, j: int, p: int) -> Reason:
+        inp, outcome = self.inputs, self.plan.outcome
+        numbers = self._job_numbers(j) | {"pool": inp.pool_names[p], "pool_note": self.pool_notes[p]}
+        share = f"{self.plan.job_share0[j, p]:.2f}"
+        if int(inp.job_running_pool[j]) != p:
+            return explain(C.BACKFILL if j in outcome.backfilled else C.PLANNED_START, share=share, **numbers)
+        if not inp.job_preemptible[j]:
+            return explain(C.NOT_PREEMPTIBLE, **numbers)
+        if j in outcome.kept_by_bound:
+            return explain(C.PREEMPTION_BOUND, share=share, bound=outcome.preemption_bound, **numbers)
+        return explain(C.KEEPS_RUNNING, **numbers)
+
+    def preempt_reason(self, j: int) -> Reason:
+        inp, plan = self.inputs, self.plan
         p = int(inp.job_running_pool[j])
-        return (
-            f"preempted: {self.pool_notes[p]}; its {inp.job_gang[j]:.0f} GPUs go to higher-value work "
-            f"(weight {inp.job_weight[j]:g}); loses {inp.job_lost_gpu_s[j] / 3600:.2f} GPU-h "
-            "(since checkpoint plus restart)"
-        )
+        numbers = self._job_numbers(j) | {"pool": inp.pool_names[p], "pool_note": self.pool_notes[p]}
+        gang = plan.outcome.cleared_for.get(j)
+        if gang is not None:
+            nodes = ", ".join(f"#{n}" for n in sorted(inp.job_nodes.get(inp.job_ids[j], {})))
+            return explain(C.CLEARED_FOR_JOB, nodes=nodes, **self._other_job(gang), **numbers)
+        starts = np.flatnonzero((plan.job_pool[:, 0] == p) & (inp.job_running_pool != p))
+        if starts.size:
+            top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])
+            others = f" and {starts.size - 1} more" if starts.size > 1 else ""
+            return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
+        if inp.n_services:
+            grows = plan.svc_replicas[:, p, 0] - inp.svc_replicas_now[:, p]
+            s = int(grows.argmax())
+            if grows[s] > 0:
+                return explain(
+                    C.FREED_FOR_INFERENCE,
+                    service=inp.service_names[s],
+                    service_note=_service_note(inp, s),
+                    from_replicas=f"{inp.svc_replicas_now[s, p]:.0f}",
+                    to_replicas=int(plan.svc_replicas[s, p, 0]),
+                    **numbers,
+                )
+        if self.free0[p] < -EPS or inp.avail_steps[p, 0] + EPS < self._held_now(p):
+            return explain(C.POOL_SHRINKS, **numbers)
+        return explain(C.PLAN_STOPS, share=f"{plan.job_share0[j, p]:.2f}", **numbers)
+
+    def _held_now(self, p: int) -> float:
+        """GPUs pool p's running jobs and services hold as the decision is made."""
+        inp = self.inputs
+        jobs = float(inp.job_gang[inp.job_running_pool == p].sum())
+        return jobs + float((inp.svc_replicas_now[:, p] * inp.svc_gpr).sum()) if inp.n_services else jobs
 
     def _when(self, j: int) -> str:
         """When the plan starts job j, if within the horizon."""
@@ -123,25 +231,74 @@ class ReasonContext:
         step = int(inp.blocks.first_step[b])
         return f"planned to start at {_hhmm(inp, step)} in pool {inp.pool_names[self.plan.job_pool[j, b]]}"
 
-    def hold_reason(self, j: int) -> str:
+    def _held_for(self, j: int) -> str:
+        """The nodes held for job j's gang as they drain, as its reasons quote them."""
+        for p, held in enumerate(self.plan.outcome.held_for):
+            nodes = sorted(node for node, job in held.items() if job == j)
+            if nodes:
+                listed = ", ".join(f"#{n}" for n in nodes)
+                return f"; node(s) {listed} of pool {self.inputs.pool_names[p]} held for it as they drain"
+        return ""
+
+    def hold_reason(self, j: int) -> Reason:
         inp = self.inputs
-        allowed = np.flatnonzero(inp.job_allowed[j])
-        if not allowed.size:
-            return "held: no pool matches the job's allowed pools and GPU types"
+        if not inp.job_allowed[j].any():
+            return explain(C.NO_ALLOWED_POOL)
         if inp.job_remaining_s[j] <= 0:
-            return "held: no work left by its own estimate"
-        best = int(allowed[np.argmax(self.free0[allowed])])  # the allowed pool with most free GPUs
-        team, gang, when = int(inp.job_team[j]), float(inp.job_gang[j]), self._when(j)
-        if self.team_used0[team] + gang > inp.team_quota[team] + EPS:
-            return (
-                f"held: team {inp.team_names[team]} is at its quota of {inp.team_quota[team]:.0f} GPUs "
-                f"({self.team_used0[team]:.0f} in use); {when}"
+            return explain(C.NO_WORK_LEFT)
+        numbers = self._job_numbers(j) | {"when": self._when(j), "held": self._held_for(j)}
+        team = int(inp.job_team[j])
+        blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
+        if blocked.cause == C.TEAM_QUOTA:
+            return explain(
+                C.TEAM_QUOTA,
+                team=inp.team_names[team],
+                quota=f"{inp.team_quota[team]:.0f}",
+                used=f"{self.team_used0[team]:.0f}",
+                **numbers,
             )
-        if self.free0[best] + EPS < gang:
-            bound = f"needs a gang of {gang:.0f} GPUs; {self.pool_notes[best]}"
-        else:
-            bound = (
-                f"{self.free0[best]:.0f} GPUs are free in pool {inp.pool_names[best]} now but the plan "
-                f"keeps them for coming demand or work of higher value; {self.pool_notes[best]}"
+        p = blocked.pool
+        numbers |= {
+            "pool": inp.pool_names[p],
+            "pool_note": self.pool_notes[p],
+            "free": f"{self.free0[p]:.0f}",
+        }
+        if blocked.cause == C.FRAGMENTATION:
+            free = self.plan.outcome.node_free[p] or [0]
+            per_node = inp.pool_gpus_per_node[p]
+            return explain(C.FRAGMENTATION, largest=max(free), per_node=per_node, **numbers)
+        if blocked.cause == C.NODES_HELD_FOR_GANG and blocked.gang >= 0:
+            return explain(C.NODES_HELD_FOR_GANG, **self._other_job(blocked.gang), **numbers)
+        return self._full_reason(j, p, numbers)
+
+    def _untried(self, j: int) -> Blocked:
+        """Why a job step 0 never tried to start stayed out (no pool had a GPU left to try)."""
+        inp = self.inputs
+        team, allowed = int(inp.job_team[j]), np.flatnonzero(inp.job_allowed[j])
+        over_quota = self.team_used0[team] + inp.job_gang[j] > inp.team_quota[team] + EPS
+        return Blocked(
+            C.TEAM_QUOTA if over_quota else C.POOL_FULL, int(allowed[np.argmax(self.free0[allowed])])
+        )
+
+    def _full_reason(self, j: int, p: int, numbers: dict[str, object]) -> Reason:
+        """Pool p has too few GPUs for job j now: reserved for inference where, without the
+        services' GPUs there, the gang would fit (until the services give enough back), else full."""
+        inp = self.inputs
+        gang = float(inp.job_gang[j])
+        svc = self.plan.svc_gpus[:, p, :].sum(axis=0) if inp.n_services else np.zeros(inp.blocks.count)
+        need = gang - float(self.free0[p])
+        if inp.n_services and svc[0] > EPS and np.ceil(svc[0] - EPS) + EPS >= need:
+            given_back = np.flatnonzero(svc <= svc[0] - need + EPS)
+            if given_back.size:
+                end = _hhmm(inp, int(inp.blocks.first_step[given_back[0]]))
+            else:
+                end = f"{_hhmm(inp, inp.horizon_steps)} (the horizon's end)"
+            most = int(self.svc_gpus0[:, p].argmax())
+            return explain(
+                C.RESERVED_FOR_SERVICE,
+                start=_hhmm(inp, 0),
+                end=end,
+                service_note=_service_note(inp, most),
+                **numbers,
             )
-        return f"held: {when}; {bound}"
+        return explain(C.POOL_FULL, **numbers)

@@ -17,6 +17,7 @@ import numpy as np
 from optimizer.inputs import PlanInputs
 from optimizer.nodes import NodeHolds
 from optimizer.step0 import round_step0
+from optimizer.step0_outcome import Step0Outcome
 
 EPS = 1e-6
 _T = TypeVar("_T")
@@ -31,6 +32,7 @@ class RoundedPlan:
     job_share: np.ndarray  # [J, B] relaxed share of the gang per block (reasons)
     preempted: np.ndarray  # [J] bool: running now, not running in step 0
     holds: NodeHolds = field(default_factory=dict)  # nodes held for blocked gangs (next decision)
+    outcome: Step0Outcome = field(default_factory=Step0Outcome)  # what step 0's placement saw (reasons)
 
 
 def round_services(
@@ -42,7 +44,10 @@ def round_services(
     """Whole replicas (rounded up where the pool has room), GPUs within packing limits.
 
     ``reserved`` [P, B]: GPUs of jobs the plan keeps; a replica is rounded up only into room
-    that is left beside them (a sliver of lead-time capacity never evicts a whole gang).
+    that is left beside them (a sliver of lead-time capacity never evicts a whole gang). A
+    latency-critical service's GPUs are whole in every block: a fraction would be time-sliced with
+    other services' replicas, beyond the ``max_cotenants`` the model's packing rows hold its own
+    replicas to (a whole GPU holds only its own, at most that many).
     """
     room = inputs.avail_blocks() - (0.0 if reserved is None else reserved)
     gpr = inputs.svc_gpr[:, None, None]
@@ -50,7 +55,8 @@ def round_services(
     whole = np.ceil(np.maximum(replicas, 0.0) - EPS)
     np.minimum(whole, inputs.svc_max[:, None, None], out=whole)
     dedicated = gpr * whole  # GPUs of the whole replicas, none shared
-    phys = gpus.clip(dedicated / tenants, dedicated)
+    critical = inputs.svc_latency_critical[:, None, None]
+    phys = _whole_where(critical, gpus.clip(dedicated / tenants, dedicated), dedicated / tenants)
     over = phys.sum(axis=0) - room  # [P, B]
     for p, b in zip(*(over > EPS).nonzero(), strict=True):
         # Round down the most fractional replicas of this pool until the services fit.
@@ -64,9 +70,23 @@ def round_services(
                     max(gpus[s, p, b], gpr[s, 0, 0] * whole[s, p, b] / tenants[s, p, 0]),
                     gpr[s, 0, 0] * whole[s, p, b],
                 )
+                if critical[s, 0, 0]:
+                    new_phys = max(
+                        math.floor(new_phys + 0.5),
+                        math.ceil(gpr[s, 0, 0] * whole[s, p, b] / tenants[s, p, 0] - EPS),
+                    )
                 over[p, b] -= phys[s, p, b] - new_phys
                 phys[s, p, b] = new_phys
     return whole.astype(np.int64), phys
+
+
+def _whole_where(critical: np.ndarray, phys: np.ndarray, densest: np.ndarray) -> np.ndarray:
+    """``phys`` rounded to the nearest whole GPU where ``critical``, never below the whole GPUs
+    its replicas need at their densest (``densest``: gpr x replicas / tenants) nor above dedicated
+    (gpr is whole)."""
+    whole = np.maximum(np.floor(phys + 0.5), np.ceil(densest - EPS))
+    rounded: np.ndarray = np.where(critical, whole, phys)
+    return rounded
 
 
 def round_jobs(
@@ -78,7 +98,7 @@ def round_jobs(
     max_preemptions: int,
     svc_gpus0: np.ndarray | None = None,
     preemption_penalty_gpu_s: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
     ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
 
@@ -94,13 +114,13 @@ def round_jobs(
 
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
-    job_pool[:, 0], remaining, holds = round_step0(
+    job_pool[:, 0], remaining, holds, outcome = round_step0(
         inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions, preemption_penalty_gpu_s
     )
     preempted = running & (job_pool[:, 0] < 0)
 
     _round_later_blocks(inputs, free, share, job_pool, remaining)
-    return job_pool, preempted, holds
+    return job_pool, preempted, holds, outcome
 
 
 def _later_block_order(inputs: PlanInputs, share: np.ndarray, first: int) -> list[list[int]]:

@@ -134,6 +134,7 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
         job_gang=spread(inputs.job_gang, 1.0),
         job_weight=spread(inputs.job_weight, 0.0),
         job_remaining_s=spread(inputs.job_remaining_s, 0.0),
+        job_left_gpu_s=spread(inputs.job_left_gpu_s, 0.0),
         job_allowed=table.allowed.reshape(capacity, inputs.n_pools),
         job_running_pool=spread(inputs.job_running_pool, -1),
         job_preemptible=spread(inputs.job_preemptible, True),

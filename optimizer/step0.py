@@ -16,7 +16,7 @@ again with full backfill. Swapping a stopped job for work of the same weight wou
 stopped job's work since its checkpoint. Where the state says which nodes hold which running
 jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
 starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
-jobs of a lower weight, or of any weight without a deadline, each costing its weight times the work
+jobs of a lower weight only, each costing its weight times the work
 it would lose; worth it only below the gang's weighted wait for the nodes to drain). Failing that it
 holds the nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so
 they drain for it; the same nodes are held again at the next decisions (the planner hands the holds
@@ -33,7 +33,9 @@ import numpy as np
 
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
-from optimizer.nodes import NodeBook, NodeHolds
+from optimizer.nodes import NodeBook, NodeHolds, place_gang
+from optimizer.step0_outcome import Blocked, Step0Outcome
+from schemas import DecisionCause
 
 EPS = 1e-6
 
@@ -47,6 +49,7 @@ class _Plan0:
     keep: np.ndarray  # [J] running jobs kept running
     run_share: np.ndarray  # [J] share of a running job in its own pool
     pinned: np.ndarray  # [J] running and not preemptible
+    by_bound: frozenset[int] = frozenset()  # running jobs kept only by the preemption bound
 
 
 def round_step0(
@@ -58,10 +61,10 @@ def round_step0(
     threshold: float,
     max_preemptions: int,
     preemption_penalty_gpu_s: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
+) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
     held for blocked gangs, to hold again next time: a hold that moved each decision would
-    never let a node drain)."""
+    never let a node drain; what the placement saw, for the reasons)."""
     plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions)
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
@@ -75,7 +78,7 @@ def round_step0(
     budget = max(max_preemptions - int(stopped.sum()), 0)
     first = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, backfill_above=above)
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
-    plan = _Plan0(share0, share, keep, plan.run_share, plan.pinned)
+    plan = _Plan0(share0, share, keep, plan.run_share, plan.pinned, plan.by_bound)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
     return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s).result()
 
@@ -92,11 +95,13 @@ def _kept_by_plan(
     wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
     over_bound = max(wants_out.size - max_preemptions, 0)
+    by_bound: frozenset[int] = frozenset()
     if over_bound:
         # the preemption bound: keep the jobs the plan least wants out
         by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
         keep[by_share[:over_bound]] = True
-    return _Plan0(share0, share, keep, run_share, pinned)
+        by_bound = frozenset(by_share[:over_bound].tolist())
+    return _Plan0(share0, share, keep, run_share, pinned, by_bound)
 
 
 def _withdraw_idle_preemptions(
@@ -144,6 +149,8 @@ def _place(
     costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
     step0 = _Step0.empty(inputs, free0, clear_budget, penalty_gpu_s)
     step0.place_kept(plan)
+    step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
+    step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
     step0.release_stopped(svc_gpus0)
     step0.start_planned(plan)
     if max(step0.cap, default=0.0) >= 1.0:
@@ -170,6 +177,7 @@ class _Step0:
         default_factory=dict
     )  # (pool, node) -> top weight started
     holds: NodeHolds = field(default_factory=dict)  # nodes held for the plan's starts that fit no node
+    outcome: Step0Outcome = field(default_factory=Step0Outcome)  # what the reasons quote
 
     @classmethod
     def empty(cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float) -> _Step0:
@@ -190,8 +198,10 @@ class _Step0:
             dip_step=[step or dips.shape[1] for step in dips.argmax(axis=1).tolist()],
         )
 
-    def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds]:
-        return self.pool0, self.remaining, self.holds
+    def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
+        self.outcome.node_free = [None if free is None else list(free) for free in self.nodes.free]
+        self.outcome.held_for = [dict(held) for held in self.nodes.held_job]
+        return self.pool0, self.remaining, self.holds, self.outcome
 
     def _gang(self, j: int) -> float:
         return float(self.inputs.job_gang[j])
@@ -250,24 +260,50 @@ class _Step0:
         """Start j in the first pool that takes it; ``rank``: the weight it counts with on its
         nodes (held nodes take it only if it ends before they drain)."""
         if not self._within_quota(j):
+            self.outcome.blocked[j] = Blocked(DecisionCause.TEAM_QUOTA, -1)
             return False
         inputs, g = self.inputs, self._gang(j)
         start_s = float(inputs.job_remaining_s[j]) / max(g, 1.0) + float(inputs.job_restart_s[j])
         for p in self._by_dips(j, pools):
-            if self.cap[p] + EPS < g:
+            if not self._takes(j, p, rank, start_s):
                 continue
-            if self.nodes.free[p] is not None:  # node detail: the book finds the nodes and notes them
-                if not self.nodes.fits(p, g, rank, start_s):
-                    continue
-                for node in self.nodes.take(p, g, rank, start_s):
-                    self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
+            for node in self.nodes.take(p, g, rank, start_s):  # (none without node detail)
+                self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
             self._count(j, p)
+            self.outcome.blocked.pop(j, None)
             return True
+        self.outcome.blocked[j] = self._blocked_in(j, pools, rank)
         return False
+
+    def _takes(self, j: int, p: int, rank: float, start_s: float) -> bool:
+        """Pool p takes job j now: GPUs left, and its nodes (those open to ``rank``) where known."""
+        if self.cap[p] + EPS < self._gang(j):
+            return False
+        return self.nodes.free[p] is None or self.nodes.fits(p, self._gang(j), rank, start_s)
+
+    def _blocked_in(self, j: int, pools: list[int], rank: float) -> Blocked:
+        """Why no pool of ``pools`` takes job j: nodes held for another gang where the pool's nodes
+        would otherwise take it, else fragmentation where it has the GPUs, else the fullest pool."""
+        g, nodes = self._gang(j), self.nodes
+        fragmented: list[int] = []
+        for p in pools:
+            free = nodes.free[p]
+            if self.cap[p] + EPS < g or free is None:
+                continue
+            if place_gang(free, int(g), nodes.per_node[p]) is None:
+                fragmented.append(p)
+                continue
+            holders = [job for node, job in nodes.held_job[p].items() if nodes.held[p][node] > rank]
+            return Blocked(DecisionCause.NODES_HELD_FOR_GANG, p, holders[0] if holders else -1)
+        if fragmented:
+            return Blocked(DecisionCause.FRAGMENTATION, fragmented[0])
+        most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
+        return Blocked(DecisionCause.POOL_FULL, most)
 
     def _clearing_candidates(self, j: int, p: int, plan: _Plan0) -> list[Candidate]:
         """Running jobs in pool p that may be stopped for job j: preemptible, on known nodes, and
-        of a lower weight or without a deadline to miss; each costs its weight x lost work."""
+        of a lower weight (never work of equal or higher value for a gang); each costs its weight
+        x lost work."""
         inputs = self.inputs
         weight = inputs.job_weight
         stoppable = (inputs.job_running_pool >= 0) & inputs.job_preemptible & ~plan.pinned & (self.pool0 == p)
@@ -275,8 +311,7 @@ class _Step0:
         return [
             Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
             for v in np.flatnonzero(stoppable).tolist()
-            if inputs.job_ids[v] in inputs.job_nodes
-            and (weight[v] < weight[j] or inputs.job_deadline_step[v] > inputs.horizon_steps)
+            if inputs.job_ids[v] in inputs.job_nodes and weight[v] < weight[j]
         ]
 
     def _drain_wait_s(self, j: int, p: int) -> float:
@@ -310,6 +345,7 @@ class _Step0:
         job_free = list(job_free)
         for c in chosen:
             self._count(c.job, p, sign=-1.0)
+            self.outcome.cleared_for[c.job] = j
             for node, gpus in c.on_nodes.items():
                 job_free[node] = min(job_free[node] + gpus, per_node)
         self.nodes.repack(p, job_free)
@@ -324,7 +360,7 @@ class _Step0:
         before = (inputs.held_nodes or {}).get(job_id)
         prefer = before[1] if before is not None and before[0] == p else ()
         real = len(inputs.pool_free_nodes[p] or ())
-        held = self.nodes.hold(p, self._gang(j), float(inputs.job_weight[j]), prefer, real)
+        held = self.nodes.hold(p, self._gang(j), float(inputs.job_weight[j]), prefer, real, job=j)
         self.holds[job_id] = (p, held)
 
     def start_planned(self, plan: _Plan0) -> None:
@@ -359,4 +395,5 @@ class _Step0:
         for j in idle[np.lexsort((-soon, -inputs.job_weight[idle]))].tolist():
             allowed = np.flatnonzero(inputs.job_allowed[j]).tolist()
             pools = sorted(allowed, key=lambda p: (self.cap[p], p))
-            self.try_start(j, pools, float(inputs.job_weight[j]))
+            if self.try_start(j, pools, float(inputs.job_weight[j])):
+                self.outcome.backfilled.add(j)

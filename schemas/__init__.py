@@ -7,6 +7,7 @@ This package imports none of the other parts of ebbtide.
 """
 
 from schemas.actuation import ActuationResult
+from schemas.causes import DecisionCause
 from schemas.cluster import (
     BandwidthClass,
     ClusterState,
@@ -19,6 +20,7 @@ from schemas.cluster import (
 )
 from schemas.deadletter import DeadLetter
 from schemas.forecast import DemandForecast
+from schemas.inventory import InventoryNode, InventoryPool, InventoryService, PoolInventory
 from schemas.jobs import JobEvent, JobEventKind, JobSpec
 from schemas.plan import (
     Allocation,
@@ -39,10 +41,14 @@ __all__ = [
     "BandwidthClass",
     "ClusterState",
     "DeadLetter",
+    "DecisionCause",
     "DemandForecast",
     "DemandSample",
     "GpuSample",
     "HorizonPlan",
+    "InventoryNode",
+    "InventoryPool",
+    "InventoryService",
     "JobAction",
     "JobDecision",
     "JobEvent",
@@ -52,6 +58,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "PlanStep",
+    "PoolInventory",
     "PoolState",
     "PoolWindow",
     "ServiceCapacity",

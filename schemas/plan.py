@@ -26,6 +26,7 @@ from schemas.base import (
     StepS,
     UtcDatetime,
 )
+from schemas.causes import DecisionCause
 
 
 class ServiceCapacity(Part):
@@ -107,6 +108,7 @@ class ServiceDecision(Part):
     replicas: Replicas
     gpus: PoolGpusFloat
     reason: str = Field(min_length=1)
+    cause: DecisionCause | None = Field(default=None, description="the code the reason is made from")
     burst_gpus: PoolGpusFloat = Field(
         default=0.0,
         description="GPUs the service's autoscaler may add within the step on a demand burst, "
@@ -120,6 +122,7 @@ class JobDecision(Part):
     pool: Name | None = None
     gpus: NonNegGangGpus = 0
     reason: str = Field(min_length=1)
+    cause: DecisionCause | None = Field(default=None, description="the code the reason is made from")
     borrows_from: Name | None = Field(
         default=None,
         description="run on this service's burst headroom: preempted first when the service scales up",

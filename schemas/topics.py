@@ -14,6 +14,7 @@ from schemas.base import Event
 from schemas.cluster import ClusterState
 from schemas.deadletter import DeadLetter
 from schemas.forecast import DemandForecast
+from schemas.inventory import PoolInventory
 from schemas.jobs import JobEvent
 from schemas.plan import Allocation, HorizonPlan
 from schemas.telemetry import DemandSample, GpuSample
@@ -55,6 +56,8 @@ ALLOCATIONS = Topic("ebbtide.allocations", Allocation, "cluster", 3, "delete", 7
                     "step 0 of each plan: what the actuators apply")
 ACTUATIONS = Topic("ebbtide.actuations", ActuationResult, "cluster/backend", 3, "delete", 7 * DAY_MS,
                    "what the actuators did")
+INVENTORY = Topic("ebbtide.inventory", PoolInventory, "cluster", 3, "compact", None,
+                  "pools, nodes and services as a cluster source sees them; compacted")
 DEAD_LETTERS = Topic("ebbtide.dead-letters", DeadLetter, "source topic", 1, "delete", 14 * DAY_MS,
                      "records no consumer could read, with the reason")
 
@@ -62,6 +65,7 @@ CATALOGUE: tuple[Topic, ...] = (
     GPU_SAMPLES,
     DEMAND_SAMPLES,
     JOB_EVENTS,
+    INVENTORY,
     CLUSTER_STATE,
     FORECASTS,
     PLANS,

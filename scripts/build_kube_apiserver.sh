@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# Build a real kube-apiserver from the Go module proxy (k8s.io/kubernetes, staging modules pinned)
-# and install etcd-server from Debian, for the Kubernetes actuator's integration tests.
-# Idempotent and cached: the binary lands in $EBBTIDE_CACHE_DIR/kube/bin (default ~/.cache/ebbtide);
-# a second run with the binary present returns at once. The Go module and build caches are reused.
+# Build a real Kubernetes control plane from the Go module proxy (k8s.io/kubernetes, staging modules
+# pinned): kube-apiserver, kube-controller-manager (the Job controller) and kube-scheduler, and install
+# etcd-server from Debian, for the Kubernetes actuator's and source's integration and e2e tests.
+# Idempotent and cached: each binary lands in $EBBTIDE_CACHE_DIR/kube/bin (default ~/.cache/ebbtide);
+# a binary already there is not rebuilt. One module and one Go build cache serve all three builds.
 set -euo pipefail
 
 K8S_VERSION="${EBBTIDE_K8S_VERSION:-v1.34.4}"
 CACHE_DIR="${EBBTIDE_CACHE_DIR:-$HOME/.cache/ebbtide}/kube"
 BIN_DIR="$CACHE_DIR/bin"
 WORK_DIR="$CACHE_DIR/build-$K8S_VERSION"
-BIN="$BIN_DIR/kube-apiserver-$K8S_VERSION"
+COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
 
 if ! command -v etcd >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get install -y -q --no-install-recommends etcd-server || { apt-get update -q && apt-get install -y -q --no-install-recommends etcd-server; }
 fi
 
-if [ -x "$BIN" ]; then
-  ln -sf "$BIN" "$BIN_DIR/kube-apiserver"
-  echo "build_kube_apiserver: cached $BIN"
-  exit 0
-fi
+missing=()
+for component in "${COMPONENTS[@]}"; do
+  if [ -x "$BIN_DIR/$component-$K8S_VERSION" ]; then
+    ln -sf "$BIN_DIR/$component-$K8S_VERSION" "$BIN_DIR/$component"
+    echo "build_kube_apiserver: cached $BIN_DIR/$component-$K8S_VERSION"
+  else
+    missing+=("$component")
+  fi
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
 command -v go >/dev/null 2>&1 || { echo "build_kube_apiserver: go not found" >&2; exit 1; }
 
 mkdir -p "$BIN_DIR" "$WORK_DIR"
@@ -42,17 +48,22 @@ GOMOD
 grep -oE '^\s*k8s.io/[a-z0-9-]+ => \./staging' "$GOMOD_FILE" | awk '{print $1}' | sort -u | while read -r mod; do
   echo "replace $mod => $mod $STAGING_VERSION" >> go.mod
 done
-cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
+{
+  echo '//go:build tools'
+  echo
+  echo 'package tools'
+  echo
+  for component in "${COMPONENTS[@]}"; do echo "import _ \"k8s.io/kubernetes/cmd/$component\""; done
+} > tools.go
 go mod tidy -e >/dev/null 2>&1 || true
-go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION"
-start=$(date +%s)
-CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$BIN.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-mv "$BIN.tmp" "$BIN"
-ln -sf "$BIN" "$BIN_DIR/kube-apiserver"
-echo "build_kube_apiserver: built $BIN in $(( $(date +%s) - start )) s"
+for component in "${missing[@]}"; do
+  go get "k8s.io/kubernetes/cmd/$component@$K8S_VERSION"
+done
+for component in "${missing[@]}"; do
+  bin="$BIN_DIR/$component-$K8S_VERSION"
+  start=$(date +%s)
+  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" "k8s.io/kubernetes/cmd/$component"
+  mv "$bin.tmp" "$bin"
+  ln -sf "$bin" "$BIN_DIR/$component"
+  echo "build_kube_apiserver: built $bin in $(( $(date +%s) - start )) s"
+done

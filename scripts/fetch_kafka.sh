@@ -8,5 +8,13 @@ python="${PYTHON:-$repo_root/.venv/bin/python}"
 [ -x "$python" ] || python="python3"
 command -v java >/dev/null || { echo "error: java not found (install openjdk-17-jre-headless)" >&2; exit 1; }
 command -v mvn >/dev/null || { echo "error: mvn not found (install maven)" >&2; exit 1; }
+# The security tests make their CA and certificates with the openssl command (Debian: openssl).
+if ! command -v openssl >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y --no-install-recommends openssl >/dev/null
+  else
+    echo "warning: openssl not found: the Kafka security tests will fail (install openssl)" >&2
+  fi
+fi
 cd "$repo_root"
 exec "$python" -m streams.kafka_jars

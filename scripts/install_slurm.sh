@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install real Slurm daemons (slurmctld, slurmd, slurmrestd) and munge from Debian, idempotently.
+# Install real Slurm daemons (slurmctld, slurmd, slurmrestd, slurmdbd with MariaDB for accounting)
+# and munge from Debian, idempotently.
 # Used by tests/actuators fixtures (which start the daemons themselves) and by .ci/run.
 set -euo pipefail
 
 slurm_version() { dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || echo "?"; }
 
 need=()
-for bin in slurmctld slurmd slurmrestd munged squeue scontrol sbatch; do
+for bin in slurmctld slurmd slurmrestd slurmdbd mariadbd munged squeue scontrol sbatch sacct; do
   command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || need+=("$bin")
 done
 # auth/jwt (for slurmrestd tokens) comes in its own package.
@@ -27,8 +28,9 @@ export DEBIAN_FRONTEND=noninteractive
 if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial || true)" ]; then
   $SUDO apt-get update -q
 fi
-if ! $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd; then
+if ! $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd slurmdbd mariadb-server; then
   $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd
+  $SUDO apt-get install -y -q --no-install-recommends slurm-wlm slurm-wlm-jwt-plugin munge slurmrestd \
+    slurmdbd mariadb-server
 fi
 echo "install_slurm: installed slurm-wlm $(slurm_version)"

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from streams.kafka_client import Brokers, client_config
+
 BrokerKind = Literal["external", "testcontainers", "kafka", "tansu"]
 
 READY_TIMEOUT_S = 120.0
@@ -80,12 +82,12 @@ def log_tail(path: Path | None, lines: int = 40) -> str:
     return "\n".join(text[-lines:]) or "(broker log is empty)"
 
 
-def answers_metadata(bootstrap: str, timeout_s: float = 3.0) -> bool:
+def answers_metadata(bootstrap: Brokers, timeout_s: float = 3.0) -> bool:
     """True when a broker at ``bootstrap`` answers a metadata request and lists at least one broker."""
     from confluent_kafka.admin import AdminClient
 
-    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": _probe_logger()}
-    admin = AdminClient(conf)  # type: ignore[arg-type]
+    conf = client_config(bootstrap, {"logger": _probe_logger()})
+    admin = AdminClient(conf)
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except Exception:
@@ -102,7 +104,7 @@ def _probe_logger() -> logging.Logger:
 
 
 def wait_ready(
-    bootstrap: str,
+    bootstrap: Brokers,
     *,
     process: subprocess.Popen[bytes] | None,
     log_file: Path | None,

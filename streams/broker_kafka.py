@@ -293,9 +293,15 @@ def start_local_kafka_cluster(
 
 
 def _format_log_dir(
-    java: str, jars: Path, data_dir: Path, config: Path, cluster_id: str | None = None
+    java: str,
+    jars: Path,
+    data_dir: Path,
+    config: Path,
+    cluster_id: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> None:
-    """KRaft's first start: ``kafka-storage format`` with a new cluster id (or the cluster's)."""
+    """KRaft's first start: ``kafka-storage format`` with a new cluster id (or the cluster's);
+    ``extra`` arguments too (``--add-scram 'SCRAM-SHA-512=[name=...,password=...]'``)."""
     formatted = subprocess.run(
         [
             java,
@@ -308,6 +314,7 @@ def _format_log_dir(
             cluster_id or _new_cluster_id(),
             "-c",
             str(config),
+            *extra,
         ],
         capture_output=True,
         text=True,

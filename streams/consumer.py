@@ -21,6 +21,7 @@ from schemas.base import Event
 from schemas.codec import DecodeError, decode
 from schemas.topics import DEAD_LETTERS, Topic
 from streams.deadletter import DeadLetterWriter, dead_letter_for
+from streams.kafka_client import Brokers, client_config
 from streams.producer import EventProducer
 
 log = logging.getLogger(__name__)
@@ -40,10 +41,9 @@ class Received:
 
 
 def consumer_config(
-    bootstrap: str, group_id: str, overrides: Mapping[str, Any] | None = None
+    bootstrap: Brokers, group_id: str, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "session.timeout.ms": SESSION_TIMEOUT_MS,
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
@@ -53,6 +53,7 @@ def consumer_config(
         "enable.auto.offset.store": False,
         "enable.partition.eof": False,
     }
+    conf = client_config(bootstrap, conf)
     conf.update(overrides or {})
     return conf
 
@@ -68,7 +69,7 @@ def _coordinates(message: Message) -> tuple[str, int, int]:
 class ValidatingConsumer:
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: Brokers,
         group_id: str,
         topics: Sequence[Topic],
         *,

@@ -14,6 +14,8 @@ published on the compacted cluster-state topic) and applies events in any order 
   GPU, and ``free_gpus_by_node`` is each node's fresh GPUs less those running jobs hold there
   (``JobState.nodes``, from the ``nodes`` of started/progress JobEvents).
 - Allocations set the services' running replicas (the latest decision wins).
+- PoolInventories (from a cluster source) set a reported pool's available GPUs and its nodes from
+  the source's nodes (streams/fold_inventory.py), over telemetry; the latest per pool wins.
 
 :meth:`ClusterFold.unknown_reference` says why an event of this cluster names what the fold does
 not know (a pool that is not one of the seed's, a job never submitted); the state service
@@ -48,14 +50,19 @@ from schemas import (
     ClusterState,
     DemandSample,
     GpuSample,
+    InventoryPool,
     JobEvent,
     JobEventKind,
     JobState,
     JobStatus,
+    PoolInventory,
     PoolState,
     ServiceState,
 )
+from streams.fold_inventory import newer_pools, pool_from_inventory, unknown_inventory_pool
 
+FoldedEvent = JobEvent | DemandSample | GpuSample | Allocation | PoolInventory
+"""What the fold folds."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 GONE_REMEMBERED = 100_000
 """How many forgotten (gone) job ids the fold keeps, so their replays are told from unknown jobs."""
@@ -109,6 +116,7 @@ class FoldCounters:
     demand_samples: int = 0
     gpu_samples: int = 0
     allocations: int = 0
+    inventories: int = 0
     ignored: int = 0
     gpus_vanished: int = 0
     jobs_abandoned: int = 0
@@ -131,6 +139,7 @@ class ClusterFold:
     counters: FoldCounters = field(default_factory=FoldCounters)
     first_starts: list[JobState] = field(default_factory=list)
     gone_ids: dict[str, None] = field(default_factory=dict)
+    inventory: dict[str, tuple[datetime, InventoryPool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         step_s = self.seed.step_s
@@ -155,11 +164,13 @@ class ClusterFold:
 
     # ---- applying events -------------------------------------------------------------------
 
-    def apply(self, event: JobEvent | DemandSample | GpuSample | Allocation) -> bool:
+    def apply(self, event: FoldedEvent) -> bool:
         """Fold one event. Returns False when it was ignored (other cluster, stale or a replay)."""
         if event.cluster != self.cluster:
             self.counters.ignored += 1
             return False
+        if isinstance(event, PoolInventory):
+            return self._apply_inventory(event)
         if isinstance(event, GpuSample):
             return self.apply_gpu_sample(event)
         if isinstance(event, DemandSample):
@@ -168,10 +179,12 @@ class ClusterFold:
             return self._apply_job(event)
         return self._apply_allocation(event)
 
-    def unknown_reference(self, event: JobEvent | DemandSample | GpuSample | Allocation) -> str | None:
+    def unknown_reference(self, event: FoldedEvent) -> str | None:
         """Why ``event`` (of this cluster) refers to a pool or job the fold does not know, or None."""
         if event.cluster != self.cluster:
             return None
+        if isinstance(event, PoolInventory):
+            return unknown_inventory_pool(event, [p.name for p in self.seed.pools], self.cluster)
         if isinstance(event, GpuSample):
             return self._unknown_pool(event.pool)
         if not isinstance(event, JobEvent):
@@ -236,6 +249,15 @@ class ClusterFold:
             for old in sorted(buckets)[: len(buckets) - self.max_history_steps]:
                 del buckets[old]
         self.counters.demand_samples += 1
+        return True
+
+    def _apply_inventory(self, inventory: PoolInventory) -> bool:
+        newer = newer_pools(self.inventory, inventory, {p.name for p in self.seed.pools})
+        if not newer:
+            self.counters.ignored += 1
+            return False
+        self.inventory.update(newer)
+        self.counters.inventories += 1
         return True
 
     def _apply_allocation(self, allocation: Allocation) -> bool:
@@ -309,8 +331,12 @@ class ClusterFold:
         """The pool with what telemetry says now: available GPUs, and nodes up with their free GPUs.
 
         A pool that has not reported keeps its seed values. Free GPUs on a node are its fresh
-        GPUs (at most ``gpus_per_node``) less the GPUs running jobs hold there.
+        GPUs (at most ``gpus_per_node``) less the GPUs running jobs hold there. A pool a cluster
+        source reported takes its source's nodes instead (streams/fold_inventory.py).
         """
+        reported = self.inventory.get(pool.name)
+        if reported is not None:
+            return pool_from_inventory(pool, reported[1])
         update: dict[str, object] = {"gpus_available": self.pool_available(pool, as_of)}
         fresh = self.fresh_gpus_by_node(pool.name, as_of)
         if fresh:

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from schemas.base import Event
 from schemas.topics import Topic
+from streams.kafka_client import Brokers, client_config
 from streams.services.restore import read_topic_to_end
 
 
@@ -21,7 +22,7 @@ class TopicReadError(RuntimeError):
     """The broker could not be read (it does not answer, or refused a request); the message says why."""
 
 
-def read_records(bootstrap: str, topic: Topic, prefix: str = "", max_s: float = 30.0) -> list[Event]:
+def read_records(bootstrap: Brokers, topic: Topic, prefix: str = "", max_s: float = 30.0) -> list[Event]:
     """Every readable record of ``topic`` (under ``prefix``), oldest first."""
     try:
         return read_topic_to_end(bootstrap, topic, idle_s=0.3, max_s=max_s, prefix=prefix)
@@ -37,11 +38,13 @@ class GroupLag:
     committed: bool  # False: the group has committed nothing on this topic yet
 
 
-def group_lag(bootstrap: str, group_id: str, topics: list[str], timeout_s: float = 10.0) -> list[GroupLag]:
+def group_lag(
+    bootstrap: Brokers, group_id: str, topics: list[str], timeout_s: float = 10.0
+) -> list[GroupLag]:
     """Messages each topic holds past what ``group_id`` has committed (all partitions summed)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     probe = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"{group_id}.inspect", "enable.auto.commit": False}
+        client_config(bootstrap, {"group.id": f"{group_id}.inspect", "enable.auto.commit": False})
     )
     try:
         rows = []

@@ -163,6 +163,13 @@ class EbbtideMetrics:
         self.demand_samples = Counter("ebbtide_demand_samples",
                                       "DemandSamples the Prometheus demand source published",
                                       ["cluster", "service"], registry=r)
+        self.source_snapshot_failures = Counter(
+            "ebbtide_source_snapshot_failures",
+            "Snapshots a cluster source could not take (the cluster did not answer); retried next interval",
+            ["cluster", "source"], registry=r)
+        self.source_inventories = Counter("ebbtide_source_inventories",
+                                          "PoolInventories a cluster source published (on a change)",
+                                          ["cluster", "source"], registry=r)
         self.demand_query_failures = Counter(
             "ebbtide_demand_query_failures",
             "Demand queries to Prometheus refused (failed, empty, several series, out of range): "
@@ -374,6 +381,18 @@ class EbbtideMetrics:
         for (cluster, pool), values in totals.items():
             self.gpu_utilization.labels(cluster, pool).set(sum(values) / len(values))
             self.gpu_samples.labels(cluster, pool).inc(len(values))
+
+    def record_source_round(self, cluster: str, source: str, published: Iterable[object]) -> None:
+        """What a cluster source's acknowledged round published: job events and an inventory."""
+        self.source_snapshot_failures.labels(cluster, source)
+        for event in published:
+            if isinstance(event, JobEvent):
+                self.record_job_event(event)
+            else:
+                self.source_inventories.labels(cluster, source).inc()
+
+    def record_source_failure(self, cluster: str, source: str) -> None:
+        self.source_snapshot_failures.labels(cluster, source).inc()
 
     def record_demand_samples(self, samples: Iterable[DemandSample]) -> None:
         """DemandSamples the Prometheus demand source published."""

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 from schemas.base import Event
 from schemas.codec import encode
 from schemas.topics import Topic
+from streams.kafka_client import Brokers, client_config
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +45,23 @@ DeliveryCallback = Callable[[Delivered | None, KafkaError | None], None]
 class EventProducer:
     def __init__(
         self,
-        bootstrap: str,
+        bootstrap: Brokers,
         *,
         transactional_id: str | None = None,
         client_id: str = "ebbtide",
         config: Mapping[str, Any] | None = None,
         init_timeout_s: float = 30.0,
     ) -> None:
-        conf: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "message.timeout.ms": 30_000,
-        }
+        conf: dict[str, Any] = client_config(
+            bootstrap,
+            {
+                "client.id": client_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 30_000,
+            },
+        )
         if transactional_id is not None:
             conf["transactional.id"] = transactional_id
             conf["transaction.timeout.ms"] = 60_000

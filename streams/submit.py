@@ -13,19 +13,21 @@ from confluent_kafka import KafkaException
 from schemas.base import Event
 from schemas.topics import Topic
 from streams.broker import answers_metadata
+from streams.kafka_client import Brokers
 from streams.producer import Delivered, DeliveryError, EventProducer
-from streams.topics_admin import TopicSetupError, ensure_topics, prefixed
+from streams.topics_admin import LOCAL_BROKER, TopicDurability, TopicSetupError, ensure_topics, prefixed
 
 __all__ = ["Delivered", "DeliveryError", "produce_confirmed"]
 
 
 def produce_confirmed(
-    bootstrap: str,
+    bootstrap: Brokers,
     topic: Topic,
     event: Event,
     *,
     prefix: str = "",
     create_topic: bool = True,
+    durability: TopicDurability = LOCAL_BROKER,
     timeout_s: float = 30.0,
 ) -> Delivered:
     """Produce ``event`` to ``prefix + topic`` keyed by its ``.key`` and wait for the acknowledgement.
@@ -39,7 +41,9 @@ def produce_confirmed(
         raise DeliveryError(f"{target.name}: no Kafka broker answers at {bootstrap}")
     if create_topic:
         try:
-            ensure_topics(bootstrap, [target], tolerate_config_errors=True, timeout_s=timeout_s)
+            ensure_topics(
+                bootstrap, [target], durability=durability, tolerate_config_errors=True, timeout_s=timeout_s
+            )
         except (TopicSetupError, KafkaException, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
             raise DeliveryError(f"{target.name} at {bootstrap}: topic set-up failed: {detail}") from exc

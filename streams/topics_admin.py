@@ -1,7 +1,11 @@
 """Topics of the catalogue made real on a broker, idempotently, with their partitions and configs.
 
 ``ensure_topics`` creates what is missing, raises partitions that are too few, and sets the
-catalogue's ``cleanup.policy`` and ``retention.ms`` on topics that already exist. Tansu ignores
+catalogue's ``cleanup.policy`` and ``retention.ms`` and the deployment's ``min.insync.replicas``
+on topics that already exist. How many replicas a topic gets is the deployment's, not the
+catalogue's (:class:`TopicDurability`: 1 on a local broker, the default here; the services'
+settings default to 3 with min ISR 2): a replication factor above the cluster's brokers, or an
+existing topic with fewer replicas than asked, fails before anything is created. Tansu ignores
 some configs (compaction) and lacks some admin calls: with ``tolerate_config_errors`` those are
 reported in the result instead of failing. ``prefixed`` gives per-test copies of catalogue topics.
 """
@@ -12,6 +16,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException
@@ -25,6 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # exported, n
 )
 
 from schemas.topics import CATALOGUE, Topic
+from streams.kafka_client import Brokers, client_config
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +39,34 @@ Outcome = Literal["created", "exists", "updated", "config-ignored"]
 
 class TopicSetupError(RuntimeError):
     """A catalogue topic could not be created or configured; the message names the topic."""
+
+
+class ReplicationError(TopicSetupError):
+    """The replication asked for cannot be had on this cluster (too few brokers, or an existing
+    topic with fewer replicas); the message names the topic or the broker count."""
+
+
+@dataclass(frozen=True)
+class TopicDurability:
+    """How many brokers hold each partition, and how many of them acks=all waits for."""
+
+    replication_factor: int = 1
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_insync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"min.insync.replicas {self.min_insync_replicas} must be 1..{self.replication_factor} "
+                "(the replication factor)"
+            )
+
+    def topic_config(self, topic: Topic) -> dict[str, str]:
+        """The catalogue's config of ``topic`` plus this deployment's ``min.insync.replicas``."""
+        return {**topic.config(), "min.insync.replicas": str(self.min_insync_replicas)}
+
+
+LOCAL_BROKER = TopicDurability(1, 1)
+"""One broker (the embedded Tansu, ``ebbtide broker up``, the test fixtures): one replica."""
 
 
 def prefixed(topic: Topic, prefix: str) -> Topic:
@@ -45,8 +79,8 @@ def prefixed_catalogue(prefix: str) -> dict[str, Topic]:
     return {t.name: prefixed(t, prefix) for t in CATALOGUE}
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin_client(bootstrap: Brokers) -> AdminClient:
+    return AdminClient(client_config(bootstrap))
 
 
 def _error_code(exc: BaseException) -> int | None:
@@ -56,10 +90,10 @@ def _error_code(exc: BaseException) -> int | None:
 
 
 def ensure_topics(
-    bootstrap: str,
+    bootstrap: Brokers,
     topics: Iterable[Topic] = CATALOGUE,
     *,
-    replication_factor: int = 1,
+    durability: TopicDurability = LOCAL_BROKER,
     tolerate_config_errors: bool = False,
     timeout_s: float = 30.0,
 ) -> dict[str, Outcome]:
@@ -68,10 +102,14 @@ def ensure_topics(
     wanted = {t.name: t for t in topics}
     if not wanted:
         return {}
+    _check_replication(admin, list(wanted.values()), durability.replication_factor, timeout_s)
     outcomes: dict[str, Outcome] = {}
     new = [
         NewTopic(
-            t.name, num_partitions=t.partitions, replication_factor=replication_factor, config=t.config()
+            t.name,
+            num_partitions=t.partitions,
+            replication_factor=durability.replication_factor,
+            config=durability.topic_config(t),
         )
         for t in wanted.values()
     ]
@@ -87,8 +125,30 @@ def ensure_topics(
                 raise TopicSetupError(f"{name}: create failed: {exc}") from exc
     _wait_visible(admin, list(wanted.values()), timeout_s)
     for t in existing:
-        outcomes[t.name] = _align_existing(admin, t, tolerate_config_errors, timeout_s)
+        outcomes[t.name] = _align_existing(admin, t, durability, tolerate_config_errors, timeout_s)
     return outcomes
+
+
+def _check_replication(admin: AdminClient, topics: list[Topic], replicas: int, timeout_s: float) -> None:
+    """Fail before creating anything when ``replicas`` cannot be had: more than the cluster's
+    brokers, or an existing topic kept on fewer replicas (its min.insync.replicas would refuse
+    every acks=all write, or it would silently hold fewer copies than asked)."""
+    metadata = admin.list_topics(timeout=timeout_s)
+    brokers = len(metadata.brokers)
+    if replicas > brokers:
+        raise ReplicationError(
+            f"replication factor {replicas} needs at least {replicas} brokers; the cluster has {brokers}"
+        )
+    for t in topics:
+        found = metadata.topics.get(t.name)
+        if found is None or found.error is not None or not found.partitions:
+            continue
+        kept = min(len(p.replicas) for p in found.partitions.values())
+        if kept < replicas:
+            raise ReplicationError(
+                f"{t.name}: exists with {kept} replica(s) per partition, fewer than the replication "
+                f"factor {replicas} asked (reassign its partitions, or ask for {kept})"
+            )
 
 
 def _wait_visible(admin: AdminClient, topics: list[Topic], timeout_s: float) -> None:
@@ -111,7 +171,9 @@ def _wait_visible(admin: AdminClient, topics: list[Topic], timeout_s: float) -> 
         time.sleep(0.1)
 
 
-def _align_existing(admin: AdminClient, topic: Topic, tolerate: bool, timeout_s: float) -> Outcome:
+def _align_existing(
+    admin: AdminClient, topic: Topic, durability: TopicDurability, tolerate: bool, timeout_s: float
+) -> Outcome:
     outcome: Outcome = "exists"
     metadata = admin.list_topics(topic=topic.name, timeout=timeout_s)
     partitions_now = len(metadata.topics[topic.name].partitions)
@@ -132,23 +194,38 @@ def _align_existing(admin: AdminClient, topic: Topic, tolerate: bool, timeout_s:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic.name)
     try:
         current = admin.describe_configs([resource])[resource].result(timeout_s)
-        differing = {k: v for k, v in topic.config().items() if k not in current or current[k].value != v}
+        wanted = durability.topic_config(topic)
+        differing = {k: v for k, v in wanted.items() if k not in current or current[k].value != v}
         if differing:
             entries = [
                 ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in differing.items()
             ]
             change = ConfigResource(ConfigResource.Type.TOPIC, topic.name, incremental_configs=entries)
             admin.incremental_alter_configs([change])[change].result(timeout_s)
+            _wait_configs(admin, resource, differing, timeout_s)
             outcome = "updated" if outcome == "exists" else outcome
     except KafkaException as exc:
         if not tolerate:
-            raise TopicSetupError(f"{topic.name}: could not align configs {topic.config()}: {exc}") from exc
-        log.warning("topic %s: broker ignores or rejects config %s: %s", topic.name, topic.config(), exc)
+            raise TopicSetupError(f"{topic.name}: could not align configs {wanted}: {exc}") from exc
+        log.warning("topic %s: broker ignores or rejects config %s: %s", topic.name, wanted, exc)
         outcome = "config-ignored"
     return outcome
 
 
-def topic_configs(bootstrap: str, name: str, timeout_s: float = 10.0) -> dict[str, str]:
+def _wait_configs(
+    admin: AdminClient, resource: ConfigResource, wanted: dict[str, str], timeout_s: float
+) -> None:
+    """The broker describes an altered config a moment after the controller committed it: wait,
+    so a caller that reads the configs at once sees what was set."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        current = admin.describe_configs([resource])[resource].result(timeout_s)
+        if all(k in current and current[k].value == v for k, v in wanted.items()):
+            return
+        time.sleep(0.1)
+
+
+def topic_configs(bootstrap: Brokers, name: str, timeout_s: float = 10.0) -> dict[str, str]:
     """The broker's view of one topic's configs (for checks and ``ebbtide broker topics``)."""
     admin = admin_client(bootstrap)
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
@@ -156,12 +233,19 @@ def topic_configs(bootstrap: str, name: str, timeout_s: float = 10.0) -> dict[st
     return {k: e.value for k, e in entries.items() if e.value is not None}
 
 
-def partition_counts(bootstrap: str, names: Iterable[str], timeout_s: float = 10.0) -> dict[str, int]:
+def partition_counts(bootstrap: Brokers, names: Iterable[str], timeout_s: float = 10.0) -> dict[str, int]:
     admin = admin_client(bootstrap)
     metadata = admin.list_topics(timeout=timeout_s)
     return {n: len(metadata.topics[n].partitions) for n in names if n in metadata.topics}
 
 
-def ensure_catalogue(bootstrap: str, prefix: str = "") -> None:
+def ensure_catalogue(
+    bootstrap: Brokers, prefix: str = "", durability: TopicDurability = LOCAL_BROKER
+) -> None:
     """Create every catalogue topic (under ``prefix``) that is missing; safe to call again."""
-    ensure_topics(bootstrap, [prefixed(t, prefix) for t in CATALOGUE], tolerate_config_errors=True)
+    ensure_topics(
+        bootstrap,
+        [prefixed(t, prefix) for t in CATALOGUE],
+        durability=durability,
+        tolerate_config_errors=True,
+    )

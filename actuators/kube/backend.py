@@ -21,21 +21,40 @@ the official client. How an Allocation maps onto Kubernetes objects:
   pods with their own termination grace period).
 - every object the actuator changes carries ``ebbtide.io/plan-id``, ``ebbtide.io/action`` and
   ``ebbtide.io/reason`` annotations saying which plan decided what.
+- decisions where users look: each Job or JobSet held, preempted or started carries
+  ``ebbtide.io/decision`` (JSON: plan id, action, reason) and gets a Kubernetes Event
+  (``EbbtideStarted`` / ``EbbtideHeld`` / ``EbbtidePreempted``, message: the Allocation's reason),
+  only when the (action, reason) differs from the one the annotation holds, so a decision repeated
+  step after step makes no new Event.
+- Kueue: a workload labelled ``kueue.x-k8s.io/queue-name`` is Kueue's and is left alone unless
+  ``include_kueue`` (workloads.py).
+- namespaces: one or several; Deployments and Jobs are looked up in each.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from kubernetes import client
 
-from actuators.base import PHASE_PREEMPT, PHASE_SERVICES, Change
+from actuators.base import PHASE_PREEMPT, PHASE_SERVICES, ActuationError, Change
 from actuators.kube.client import call
-from actuators.kube.workloads import ANN_PLAN, LABEL_JOB, BatchWorkload, list_jobs, list_jobsets
+from actuators.kube.events import REASON_OF_ACTION, record_event
+from actuators.kube.workloads import (
+    ANN_DECISION,
+    ANN_PLAN,
+    LABEL_JOB,
+    BatchWorkload,
+    decision_note,
+    list_jobs,
+    list_jobsets,
+)
 from actuators.observation import Observation, ObservedJob, ObservedService, service_key
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
 from schemas.targets import job_target, service_target
@@ -46,6 +65,7 @@ ANN_ACTION = "ebbtide.io/action"
 ANN_REASON = "ebbtide.io/reason"
 ANN_CHECKPOINT = "ebbtide.io/checkpoint-requested-at"
 ANN_BORROWS = "ebbtide.io/borrows-from"
+log = logging.getLogger(__name__)
 
 
 def _annotations(allocation: Allocation, action: str, reason: str) -> dict[str, str]:
@@ -60,12 +80,13 @@ class KubernetesBackend:
         api: client.ApiClient,
         *,
         cluster: str,
-        namespace: str,
+        namespace: str | Sequence[str],
         pool_label: str = LABEL_POOL,
         gpu_resource: str = "nvidia.com/gpu",
         checkpoint_grace_s: float = 30.0,
         jobsets: bool = True,
         request_timeout_s: float = 10.0,
+        include_kueue: bool = False,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if checkpoint_grace_s < 0:
@@ -75,7 +96,11 @@ class KubernetesBackend:
         self.autoscaling = client.AutoscalingV2Api(api)
         self.core = client.CoreV1Api(api)
         self.cluster = cluster
-        self.namespace = namespace
+        self.namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
+        if not self.namespaces:
+            raise ValueError("namespace: at least one workload namespace")
+        self.namespace = ", ".join(self.namespaces)
+        self.include_kueue = include_kueue
         self.pool_label = pool_label
         self.gpu_resource = gpu_resource
         self.checkpoint_grace_s = checkpoint_grace_s
@@ -89,20 +114,19 @@ class KubernetesBackend:
     # -- observe ---------------------------------------------------------------------------
 
     def observe(self) -> Observation:
-        ns, t = self.namespace, self.timeout
-        deployments: list[Any] = call(
-            "list deployments",
-            lambda: self.apps.list_namespaced_deployment(
-                ns, label_selector=LABEL_SERVICE, _request_timeout=t
-            ),
-        ).items
-        hpas: list[Any] = call(
-            "list HPAs",
-            lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(ns, _request_timeout=t),
-        ).items
-        workloads = list_jobs(self.api, ns, self.pool_label, self.gpu_resource, t)
-        if self.jobsets:
-            workloads += list_jobsets(self.api, ns, self.pool_label, self.gpu_resource, t)
+        t = self.timeout
+        deployments: list[Any] = []
+        hpas: list[Any] = []
+        workloads: list[BatchWorkload] = []
+        for ns in self.namespaces:
+            deployments += self._list(
+                "list deployments", self.apps.list_namespaced_deployment, ns, label_selector=LABEL_SERVICE
+            )
+            hpas += self._list("list HPAs", self.autoscaling.list_namespaced_horizontal_pod_autoscaler, ns)
+            args = (self.api, ns, self.pool_label, self.gpu_resource, t, self.include_kueue)
+            workloads += list_jobs(*args)
+            if self.jobsets:
+                workloads += list_jobsets(*args)
         nodes: list[Any] = call(
             "list nodes", lambda: self.core.list_node(label_selector=self.pool_label, _request_timeout=t)
         ).items
@@ -112,7 +136,7 @@ class KubernetesBackend:
         observed_jobs = {
             w.job_id: ObservedJob(
                 job_id=w.job_id,
-                backend_id=f"{ns}/{w.kind.lower()}/{w.name}",
+                backend_id=f"{w.namespace}/{w.kind.lower()}/{w.name}",
                 phase=w.phase,
                 pool=w.pool,
                 gpus=w.gpus,
@@ -130,6 +154,9 @@ class KubernetesBackend:
             gpus_total=total,
             gpus_free=free,
         )
+
+    def _list(self, what: str, fn: Callable[..., Any], namespace: str, **kwargs: Any) -> list[Any]:
+        return list(call(what, lambda: fn(namespace, _request_timeout=self.timeout, **kwargs)).items)
 
     def _observe_services(self, deployments: list[Any], hpas: list[Any]) -> dict[str, ObservedService]:
         """The labelled Deployments as services (kept, with their HPAs, for planning)."""
@@ -151,7 +178,7 @@ class KubernetesBackend:
         for hpa in hpas:
             ref = hpa.spec.scale_target_ref
             if ref.kind == "Deployment":
-                self._hpas[ref.name] = hpa
+                self._hpas[f"{hpa.metadata.namespace}/{ref.name}"] = hpa
         return services
 
     def _gpus(
@@ -199,9 +226,9 @@ class KubernetesBackend:
                 skip_reason=f"no Deployment labelled {LABEL_SERVICE}={decision.service},"
                 f" {LABEL_POOL}={decision.pool} in {self.namespace}",
             )
-        name, ns, t = dep.metadata.name, self.namespace, self.timeout
+        name, ns, t = dep.metadata.name, dep.metadata.namespace, self.timeout
         meta = {"metadata": {"annotations": _annotations(allocation, "scale", decision.reason)}}
-        hpa = self._hpas.get(name)
+        hpa = self._hpas.get(f"{ns}/{name}")
         if hpa is not None:
             low = max(decision.replicas, 1)
             burst = math.ceil(decision.burst_gpus / max(self._pod_gpus(dep.spec.template), 1) - 1e-9)
@@ -260,8 +287,50 @@ class KubernetesBackend:
         if seen.phase in {"finished", "failed", "cancelled"}:
             return Change(target=target, action=action, detail=seen.phase, skip_reason=f"job is {seen.phase}")
         meta = {"annotations": _annotations(allocation, action, decision.reason)}
+        meta["annotations"][ANN_DECISION] = decision_note(allocation.plan_id, action, decision.reason)
         if decision.borrows_from is not None:
             meta["annotations"][ANN_BORROWS] = decision.borrows_from
+        return self._shown(self._job_change(target, decision, seen, job, meta), decision, job, meta)
+
+    def _shown(
+        self, change: Change, decision: JobDecision, job: BatchWorkload, meta: dict[str, Any]
+    ) -> Change:
+        """The change, also noting the decision on the workload (annotation + Event) when it is new."""
+        action, reason = decision.action.value, decision.reason
+        if change.skip_reason is not None or job.decision == (action, reason):
+            return change
+
+        def show() -> None:
+            try:
+                record_event(
+                    self.core,
+                    namespace=job.namespace,
+                    kind=job.kind,
+                    name=job.name,
+                    uid=job.uid,
+                    reason=REASON_OF_ACTION[action],
+                    message=reason,
+                    timeout_s=self.timeout,
+                )
+            except ActuationError as exc:  # the decision stands; only its Event is missing
+                log.warning("event for %s/%s: %s", job.namespace, job.name, exc)
+
+        applied = change.execute
+        if applied is None:
+            note = {"metadata": {"annotations": {ANN_DECISION: meta["annotations"][ANN_DECISION]}}}
+            applied = partial(job.patch, note)
+            change = replace(change, detail=f"{change.detail}; decision noted")
+
+        def apply_and_show() -> None:
+            applied()
+            show()
+
+        return replace(change, execute=apply_and_show)
+
+    def _job_change(
+        self, target: str, decision: JobDecision, seen: ObservedJob, job: BatchWorkload, meta: dict[str, Any]
+    ) -> Change:
+        action = decision.action.value
 
         def patch(body: dict[str, Any]) -> Callable[[], object]:
             return partial(job.patch, body)

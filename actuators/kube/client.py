@@ -35,6 +35,14 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> client
     return api_client(configuration)
 
 
+def token_client(url: str, token: str, ca_file: str) -> client.ApiClient:
+    """An ApiClient for a bearer token and the API server's CA (a benchmark's private server)."""
+    configuration = client.Configuration()
+    configuration.host, configuration.ssl_ca_cert = url, ca_file
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    return api_client(configuration)
+
+
 def api_client(configuration: client.Configuration) -> client.ApiClient:
     configuration.retries = False
     return client.ApiClient(configuration)

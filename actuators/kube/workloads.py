@@ -6,11 +6,16 @@ workload may run, and every pod template's ``nodeSelector[<pool label>]`` says w
 suspended, in the same patch that resumes it, as Kueue does). A JobSet has one pod template per
 replicated job; the patch rewrites all of them. The API group ``jobset.x-k8s.io`` answering 404
 means JobSets are not installed, which is not an error.
+
+Kueue: a workload labelled ``kueue.x-k8s.io/queue-name`` belongs to Kueue, which flips its
+``spec.suspend`` itself; it is left out (never listed, so never suspended or resumed) unless
+``include_kueue`` says ebbtide drives those too.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +27,9 @@ from actuators.kube.client import call
 from actuators.observation import JobPhase
 
 LABEL_JOB = "ebbtide.io/job-id"
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 ANN_PLAN = "ebbtide.io/plan-id"
+ANN_DECISION = "ebbtide.io/decision"
 JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
 
 
@@ -38,6 +45,9 @@ class BatchWorkload:
     pod_specs: list[dict[str, Any]]
     patch: Callable[[dict[str, Any]], object]
     raw_spec: dict[str, Any]
+    namespace: str = ""
+    uid: str | None = None
+    decision: tuple[str, str] | None = None
 
     def run_body(self, pool_label: str, pool: str, meta: dict[str, Any]) -> dict[str, Any]:
         """A merge patch that places every pod template on ``pool`` and resumes.
@@ -99,8 +109,32 @@ def _phase(suspended: bool, conditions: list[dict[str, Any]], active: int) -> Jo
     return "running" if active > 0 else "pending"
 
 
+def last_decision(meta: dict[str, Any]) -> tuple[str, str] | None:
+    """(action, reason) of the ``ebbtide.io/decision`` annotation, or None (absent or unreadable)."""
+    raw = (meta.get("annotations") or {}).get(ANN_DECISION)
+    try:
+        note = json.loads(raw) if raw else None
+        return (str(note["action"]), str(note["reason"])) if isinstance(note, dict) else None
+    except (ValueError, KeyError):
+        return None
+
+
+def decision_note(plan_id: str, action: str, reason: str) -> str:
+    """The ``ebbtide.io/decision`` annotation's value: which plan decided what, and why (JSON)."""
+    return json.dumps({"plan_id": plan_id, "action": action, "reason": reason[:500]}, sort_keys=True)
+
+
+def _selected(meta: dict[str, Any], include_kueue: bool) -> bool:
+    return include_kueue or LABEL_KUEUE_QUEUE not in (meta.get("labels") or {})
+
+
 def list_jobs(
-    api: client.ApiClient, namespace: str, pool_label: str, gpu_resource: str, timeout_s: float
+    api: client.ApiClient,
+    namespace: str,
+    pool_label: str,
+    gpu_resource: str,
+    timeout_s: float,
+    include_kueue: bool = False,
 ) -> list[BatchWorkload]:
     batch = client.BatchV1Api(api)
     items = call(
@@ -111,6 +145,8 @@ def list_jobs(
     for job in items:
         raw = api.sanitize_for_serialization(job)  # type: ignore[no-untyped-call]
         spec, status, meta = raw.get("spec") or {}, raw.get("status") or {}, raw.get("metadata") or {}
+        if not _selected(meta, include_kueue):
+            continue
         pod_spec = spec["template"]["spec"]
         name = meta["name"]
         out.append(
@@ -127,13 +163,21 @@ def list_jobs(
                 pod_specs=[pod_spec],
                 raw_spec=spec,
                 patch=_job_patcher(batch, name, namespace, timeout_s),
+                namespace=namespace,
+                uid=meta.get("uid"),
+                decision=last_decision(meta),
             )
         )
     return out
 
 
 def list_jobsets(
-    api: client.ApiClient, namespace: str, pool_label: str, gpu_resource: str, timeout_s: float
+    api: client.ApiClient,
+    namespace: str,
+    pool_label: str,
+    gpu_resource: str,
+    timeout_s: float,
+    include_kueue: bool = False,
 ) -> list[BatchWorkload]:
     custom = client.CustomObjectsApi(api)
     try:
@@ -155,6 +199,8 @@ def list_jobsets(
     out = []
     for obj in listing.get("items") or []:
         spec, status, meta = obj.get("spec") or {}, obj.get("status") or {}, obj.get("metadata") or {}
+        if not _selected(meta, include_kueue):
+            continue
         pod_specs = [rj["template"]["spec"]["template"]["spec"] for rj in spec.get("replicatedJobs") or []]
         gpus = sum(
             _gpus(rj["template"]["spec"]["template"]["spec"], gpu_resource)
@@ -177,6 +223,9 @@ def list_jobsets(
                 pod_specs=pod_specs,
                 raw_spec=spec,
                 patch=_jobset_patcher(custom, name, namespace, timeout_s),
+                namespace=namespace,
+                uid=meta.get("uid"),
+                decision=last_decision(meta),
             )
         )
     return out

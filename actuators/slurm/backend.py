@@ -13,12 +13,18 @@ Place in the loop: a ``Backend`` for the ``Actuator`` engine. It maps an Allocat
   nodes of the pool's partition until the allocation's ``valid_until``; updated when the next
   step differs, deleted when capacity goes to zero or the service leaves the allocation.
 
-Jobs are matched by their Slurm job name (= ebbtide job_id). Every change records the plan in the
-job's AdminComment (``ebbtide plan=<plan_id> action=<action>``), which ``observe`` reads back.
+Jobs are matched by their Slurm job id: the ebbtide job id of Slurm job 42 of cluster ``prod`` is
+``prod-42`` (actuators/slurm/records.py), never by name (two users may share one). Each decision
+is shown where Slurm users look, in the job's comment (``squeue -o "%i %k"``): ebbtide's note
+``ebbtide-decision: <action>: <reason> (plan=<plan_id>)`` after the user's ``ebbtide:`` section,
+which stays as it was (actuators/slurm/comment.py). The note is written with every change to the
+job, and on its own only when the action or reason differs from the note already there (a held
+job's note changes when its reason does, not every step); ``observe`` reads the plan back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -27,14 +33,21 @@ from functools import partial
 from typing import Any, Protocol
 
 from actuators.base import PHASE_JOBS, PHASE_PREEMPT, PHASE_SERVICES, Change
-from actuators.observation import JobPhase, Observation, ObservedJob, ObservedService, service_key
+from actuators.observation import Observation, ObservedJob, ObservedService, service_key
+from actuators.slurm.comment import DECISION_MARK, note_of, with_note
+from actuators.slurm.records import (
+    gres_gpus,
+    job_gpus,
+    job_key,
+    job_nodes,
+    job_phase,
+    node_unschedulable,
+)
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision
 from schemas.targets import job_target, reservation_target, service_target
 
 RESERVATION_PREFIX = "ebbtide--"
-_GPU_IN_TRES = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
-_GPU_IN_GRES = re.compile(r"gpu(?::[\w.-]+)?:(\d+)")
-_PLAN_IN_COMMENT = re.compile(r"ebbtide plan=(\S+)")
+_PLAN_IN_COMMENT = re.compile(r"\(plan=(\S+)\)|ebbtide plan=(\S+)")
 _TERMINAL = {"finished", "failed", "cancelled"}
 
 
@@ -55,62 +68,12 @@ class SlurmTransport(Protocol):
     def delete_reservation(self, name: str) -> None: ...
 
 
-def job_phase(job: Mapping[str, Any]) -> JobPhase:
-    state = str(job.get("job_state", "")).upper()
-    reason = str(job.get("state_reason", ""))
-    if state in {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "PREEMPTED"}:
-        held = reason.startswith("JobHeld") or state == "REQUEUE_HOLD" or job.get("priority") == 0
-        return "held" if held else "pending"
-    if state in {"RUNNING", "CONFIGURING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"}:
-        return "running"
-    if state in {"SUSPENDED", "STOPPED"}:
-        return "suspended"
-    if state == "COMPLETED":
-        return "finished"
-    if state == "CANCELLED":
-        return "cancelled"
-    return "failed"
-
-
-def job_gpus(job: Mapping[str, Any]) -> int:
-    for field in ("tres_req_str", "tres_alloc_str"):
-        m = _GPU_IN_TRES.search(str(job.get(field) or ""))
-        if m:
-            return int(m.group(1)) * max(int(job.get("node_count") or 1), 1)
-    m = _GPU_IN_GRES.search(str(job.get("tres_per_node") or ""))
-    return int(m.group(1)) * max(int(job.get("node_count") or 1), 1) if m else 0
-
-
-def job_nodes(job: Mapping[str, Any]) -> dict[str, int]:
-    """GPUs a running job holds per node: ``job_resources.allocated_nodes`` names the nodes and
-    ``gres_detail`` (same order) their GPUs, e.g. ``gpu:fake:3(IDX:0-2)``. Without ``gres_detail``
-    the job's GPUs are split evenly over its nodes. Empty when Slurm reports no allocation."""
-    allocated = (job.get("job_resources") or {}).get("allocated_nodes") or []
-    if isinstance(allocated, Mapping):  # some data parsers key the list by position
-        allocated = [allocated[k] for k in sorted(allocated, key=int)]
-    names = [str(n["nodename"]) for n in allocated if isinstance(n, Mapping) and n.get("nodename")]
-    if not names:
-        return {}
-    details = [str(d) for d in job.get("gres_detail") or []]
-    if len(details) == len(names):
-        per_node = {name: _gres_gpus(detail) for name, detail in zip(names, details, strict=True)}
-    else:
-        total = job_gpus(job)
-        share, extra = divmod(total, len(names))
-        per_node = {name: share + (1 if i < extra else 0) for i, name in enumerate(names)}
-    return {name: gpus for name, gpus in per_node.items() if gpus > 0}
-
-
-def _gres_gpus(text: str) -> int:
-    return sum(int(m.group(1)) for m in _GPU_IN_GRES.finditer(text.split("(")[0] if "(" in text else text))
-
-
 def _plan_note(job: Mapping[str, Any]) -> str | None:
-    """The plan recorded on a job: AdminComment (CLI, as admin) or Comment (slurmrestd, as owner)."""
-    for field in ("admin_comment", "comment"):
+    """The plan recorded on a job: its comment's decision note (or an older AdminComment note)."""
+    for field in ("comment", "admin_comment"):
         m = _PLAN_IN_COMMENT.search(str(job.get(field) or ""))
         if m:
-            return m.group(1)
+            return m.group(1) or m.group(2)
     return None
 
 
@@ -121,22 +84,6 @@ def reservation_name(service: str, pool: str) -> str:
 def slurm_time(when: datetime) -> str:
     """Slurm reads and prints times in the controller's local time zone."""
     return when.astimezone().replace(tzinfo=None).isoformat(timespec="seconds")
-
-
-def _one_job_per_name(jobs_raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Several Slurm jobs with one name (an ebbtide job id): prefer a live one, then the newest."""
-    chosen: dict[str, dict[str, Any]] = {}
-    for job in jobs_raw:
-        name = str(job.get("name") or "")
-        if not name:
-            continue
-        prior = chosen.get(name)
-        if prior is None or (
-            (job_phase(prior) in _TERMINAL, -int(prior["job_id"]))
-            > (job_phase(job) in _TERMINAL, -int(job["job_id"]))
-        ):
-            chosen[name] = job
-    return chosen
 
 
 class SlurmBackend:
@@ -164,6 +111,7 @@ class SlurmBackend:
         self._clock = clock
         self._gpus_per_node: dict[str, int] = {}
         self._reservations: dict[str, dict[str, str]] = {}
+        self._comments: dict[str, str] = {}
 
     # -- observe ---------------------------------------------------------------------------
 
@@ -178,10 +126,11 @@ class SlurmBackend:
         total, free, per_node = _pool_gpus(nodes)
         self._gpus_per_node = per_node
 
-        chosen = _one_job_per_name(jobs_raw)
+        chosen = {job_key(self.cluster, job["job_id"]): job for job in jobs_raw if "job_id" in job}
+        self._comments = {str(job["job_id"]): str(job.get("comment") or "") for job in chosen.values()}
         jobs = {
-            name: ObservedJob(
-                job_id=name,
+            key: ObservedJob(
+                job_id=key,
                 backend_id=str(job["job_id"]),
                 phase=job_phase(job),
                 pool=str(job.get("partition") or "") or None,
@@ -189,7 +138,7 @@ class SlurmBackend:
                 plan_id=_plan_note(job),
                 nodes=job_nodes(job) if job_phase(job) == "running" else {},
             )
-            for name, job in chosen.items()
+            for key, job in chosen.items()
         }
 
         services: dict[str, ObservedService] = {}
@@ -301,16 +250,39 @@ class SlurmBackend:
                 target=target,
                 action=action,
                 detail="unknown",
-                skip_reason=f"no Slurm job named {decision.job_id!r}",
+                skip_reason=f"no Slurm job {decision.job_id!r} (Slurm jobs are {self.cluster}-<job id>)",
             )
         if job.phase in _TERMINAL:
             return Change(target=target, action=action, detail=job.phase, skip_reason=f"job is {job.phase}")
-        note = {"AdminComment": f"ebbtide plan={allocation.plan_id} action={action}"}
+        note = self._decision_note(job.backend_id, allocation.plan_id, decision)
         if decision.action == JobAction.RUN:
-            return self._plan_run(target, action, decision, job, note)
-        if decision.action == JobAction.HOLD:
-            return self._plan_hold(target, action, job, note)
-        return self._plan_preempt(target, action, job, note)
+            change = self._plan_run(target, action, decision, job, note)
+        elif decision.action == JobAction.HOLD:
+            change = self._plan_hold(target, action, job, note)
+        else:
+            change = self._plan_preempt(target, action, job, note)
+        return self._with_note_only_change(change, job.backend_id, note)
+
+    def _decision_note(self, sid: str, plan_id: str, decision: JobDecision) -> dict[str, str]:
+        """The comment update that shows the decision: the user's section kept, ebbtide's note new,
+        or nothing when the note there already says this action and reason."""
+        comment = self._comments.get(sid, "")
+        action = decision.action.value
+        said = decision.reason if decision.reason.startswith(f"{action}:") else f"{action}: {decision.reason}"
+        there = note_of(comment, DECISION_MARK) or ""
+        if there.rsplit(" (plan=", 1)[0] == said:
+            return {}
+        return {"Comment": with_note(comment, DECISION_MARK, f"{said} (plan={plan_id})")}
+
+    def _with_note_only_change(self, change: Change, sid: str, note: dict[str, str]) -> Change:
+        """A target that needs nothing but whose decision note is new: write just the note."""
+        if change.execute is not None or change.skip_reason is not None or not note:
+            return change
+        return dataclasses.replace(
+            change,
+            detail=f"{change.detail}; note the decision",
+            execute=partial(self.transport.update_job, sid, note),
+        )
 
     def _plan_run(
         self, target: str, action: str, decision: JobDecision, job: ObservedJob, note: dict[str, str]
@@ -358,7 +330,8 @@ class SlurmBackend:
 
         def hold() -> None:
             self.transport.hold(sid)
-            self.transport.update_job(sid, note)
+            if note:
+                self.transport.update_job(sid, note)
 
         return Change(target=target, action=action, detail="pending -> held", execute=hold)
 
@@ -371,7 +344,8 @@ class SlurmBackend:
 
             def hold_pending() -> None:
                 self.transport.hold(sid)
-                self.transport.update_job(sid, note)
+                if note:
+                    self.transport.update_job(sid, note)
 
             return Change(
                 target=target,
@@ -383,7 +357,8 @@ class SlurmBackend:
 
         def requeue() -> None:
             self.transport.requeue_hold(sid)
-            self.transport.update_job(sid, note)
+            if note:
+                self.transport.update_job(sid, note)
 
         prepare = None
         if job.phase == "running":
@@ -412,10 +387,9 @@ def _pool_gpus(nodes: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, i
     free: dict[str, int] = {}
     per_node: dict[str, int] = {}
     for node in nodes:
-        gpus = _gres_gpus(str(node.get("gres") or ""))
-        used = _gres_gpus(str(node.get("gres_used") or ""))
-        state = str(node.get("state", "")).lower()
-        usable = state not in {"down", "drained", "draining", "fail", "failing", "future", "unknown"}
+        gpus = gres_gpus(str(node.get("gres") or ""))
+        used = gres_gpus(str(node.get("gres_used") or ""))
+        usable = node_unschedulable(node) is None
         for pool in node.get("partitions") or []:
             total[pool] = total.get(pool, 0) + gpus
             free[pool] = free.get(pool, 0) + (max(gpus - used, 0) if usable else 0)

@@ -51,6 +51,25 @@ def parse_key_values(line: str) -> dict[str, str]:
     return out
 
 
+def squeue_shaped(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``sacct --json`` job in the field names of ``squeue --json`` that the backend reads: its
+    state, its comment (kept by accounting with ``AccountingStoreFlags=job_comment``) and its GPUs
+    (``AccountingStorageTRES=gres/gpu``)."""
+    state = record.get("state") or {}
+    comment = record.get("comment")
+    requested = (record.get("tres") or {}).get("requested") or []
+    gpus = sum(
+        int(t.get("count") or 0) for t in requested if t.get("type") == "gres" and t.get("name") == "gpu"
+    )
+    return {
+        **record,
+        "job_state": state.get("current", "") if isinstance(state, Mapping) else str(state),
+        "state_reason": state.get("reason", "") if isinstance(state, Mapping) else "",
+        "comment": comment.get("job", "") if isinstance(comment, Mapping) else comment,
+        "tres_per_job": f"gres:gpu:{gpus}" if gpus else "",
+    }
+
+
 class SlurmCli:
     """Runs Slurm commands; ``env`` may carry ``SLURM_CONF`` to address a specific cluster."""
 
@@ -94,6 +113,19 @@ class SlurmCli:
 
     def nodes(self) -> list[dict[str, Any]]:
         return self._json(["sinfo", "--json"], "nodes")
+
+    def accounted_jobs(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Jobs that left squeue, from accounting (``sacct --json -j``), in squeue's field names;
+        empty when the cluster keeps no accounting (``AccountingStorageType=accounting_storage/none``)."""
+        if not job_ids:
+            return []
+        try:
+            records = self._json(["sacct", "--json", "-j", ",".join(job_ids)], "jobs")
+        except PermanentError as exc:
+            if "accounting storage is disabled" in str(exc).lower():
+                return []
+            raise
+        return [squeue_shaped(r) for r in records]
 
     def reservations(self) -> list[dict[str, str]]:
         text = self._run(["scontrol", "-o", "show", "reservation"])

@@ -1,5 +1,10 @@
 """Slurm through slurmrestd (OpenAPI v0.0.38, Slurm 22.05), with the CLI for what it lacks.
 
+The API version is negotiated: at the first request the client reads the daemon's ``/openapi``
+document, takes the newest version it offers among those this client reads (``SUPPORTED``), and
+fails permanently, naming what the daemon offers, when there is none (a daemon started with only
+``-s openapi/v0.0.37``, or a newer Slurm whose data shapes differ).
+
 Place in the loop: the transport under ``SlurmBackend`` when a slurmrestd URL and a JWT are
 configured. Reads (jobs, nodes, reservations) and job updates (hold, release, partition, begin
 time, comment) and signals go through REST; v0.0.38 has no requeue and no reservation writes, so
@@ -15,6 +20,7 @@ owner, or a Slurm operator/administrator.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -24,7 +30,9 @@ from typing import Any
 from actuators.base import PermanentError, TemporaryError
 from actuators.slurm.cli import SlurmCli, classify
 
-API = "/slurm/v0.0.38"
+SUPPORTED = ("v0.0.38",)
+"""OpenAPI versions whose job, node and reservation records this client reads, oldest first."""
+_VERSION_IN_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 # scontrol field names (what the backend writes) -> REST job_properties names.
 _FIELD_NAMES = {
     "AdminComment": "comment",
@@ -52,10 +60,33 @@ class SlurmRest:
         self.token = token
         self.cli = cli or SlurmCli()
         self.timeout_s = timeout_s
+        self._api: str | None = None
+
+    @property
+    def api(self) -> str:
+        """``/slurm/<version>``: the newest version both the daemon and this client speak."""
+        if self._api is None:
+            offered = self.offered_versions()
+            usable = [v for v in SUPPORTED if v in offered]
+            if not usable:
+                raise PermanentError(
+                    f"slurmrestd at {self.url} offers OpenAPI {', '.join(sorted(offered)) or 'nothing'}; "
+                    f"ebbtide reads {', '.join(SUPPORTED)} (start slurmrestd with -s openapi/{SUPPORTED[-1]})"
+                )
+            self._api = f"/slurm/{usable[-1]}"
+        return self._api
+
+    def offered_versions(self) -> set[str]:
+        """The ``/slurm/<version>`` APIs the daemon's ``/openapi`` document lists."""
+        document = self._call("GET", f"{self.url}/openapi", None, "slurmrestd GET /openapi")
+        return {m.group(1) for path in document.get("paths") or {} if (m := _VERSION_IN_PATH.match(path))}
 
     def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._call(method, f"{self.url}{self.api}{path}", body, f"slurmrestd {method} {path}")
+
+    def _call(self, method: str, url: str, body: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
         request = urllib.request.Request(
-            f"{self.url}{API}{path}",
+            url,
             method=method,
             data=json.dumps(body).encode() if body is not None else None,
             headers={
@@ -65,7 +96,6 @@ class SlurmRest:
                 "Accept": "application/json",
             },
         )
-        what = f"slurmrestd {method} {path}"
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 data = json.loads(response.read() or b"{}")
@@ -115,7 +145,7 @@ class SlurmRest:
             elif key in _FIELD_NAMES:
                 body[_FIELD_NAMES[key]] = int(value) if key in {"Priority", "Nice"} else value
             else:
-                raise PermanentError(f"slurmrestd: job field {key!r} is not supported by {API}")
+                raise PermanentError(f"slurmrestd: job field {key!r} is not supported by {self.api}")
         self._request("POST", f"/job/{job_id}", body)
 
     def hold(self, job_id: str) -> None:

@@ -19,6 +19,7 @@ from schemas import GpuSample
 from schemas.codec import encode
 from schemas.topics import GPU_SAMPLES
 from streams.health import Heartbeat
+from streams.kafka_client import Brokers, client_config
 from streams.metrics import EbbtideMetrics
 
 Sampler = Callable[[datetime], Sequence[GpuSample]]
@@ -28,7 +29,7 @@ def run_collector(
     sample: Sampler,
     clock: Clock,
     *,
-    bootstrap: str,
+    bootstrap: Brokers,
     topic_prefix: str,
     interval_s: float,
     stop: threading.Event,
@@ -36,7 +37,7 @@ def run_collector(
     heartbeat: Heartbeat | None = None,
 ) -> int:
     """Produce ``sample(now)`` every ``interval_s`` until ``stop`` is set; returns the exit code."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+    producer = Producer(client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 20}))
     topic = topic_prefix + GPU_SAMPLES.name
     try:
         while not stop.is_set():

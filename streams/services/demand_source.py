@@ -25,6 +25,7 @@ from loop import Clock
 from schemas.telemetry import DemandSample
 from schemas.topics import DEMAND_SAMPLES
 from streams.health import Heartbeat
+from streams.kafka_client import Brokers
 from streams.metrics import EbbtideMetrics
 from streams.producer import DeliveryError, EventProducer
 from streams.prometheus_demand import REASONS, QueryRefused, ServiceQueries, demand_sample, value_of
@@ -99,7 +100,7 @@ def run_demand_source(
     source: DemandSource,
     clock: Clock,
     *,
-    bootstrap: str,
+    bootstrap: Brokers,
     topic_prefix: str,
     interval_s: float,
     stop: threading.Event,

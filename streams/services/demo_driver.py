@@ -24,6 +24,7 @@ from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
 from schemas.targets import plan_target
 from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from streams.kafka_client import Brokers, client_config
 from streams.services.runtime import ServiceRuntime
 from streams.services.threads import run_threads
 from streams.state_diff import events_between
@@ -139,9 +140,9 @@ class DemoServices:
 class StepFeed:
     """Produces each step's events and waits until the state service has read them all."""
 
-    def __init__(self, bootstrap: str, prefix: str) -> None:
+    def __init__(self, bootstrap: Brokers, prefix: str) -> None:
         self.prefix = prefix
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        self.producer = Producer(client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 5}))
         self.offsets: dict[tuple[str, int], int] = {}
         self.produced = 0
 
@@ -168,7 +169,7 @@ def run_demo_loop(
     sim: object,
     services: DemoServices,
     *,
-    bootstrap: str,
+    bootstrap: Brokers,
     prefix: str,
     steps: int,
     on_step: Callable[[StepView], None] | None = None,

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from schemas.base import Event
 from schemas.codec import DecodeError, decode
 from schemas.topics import Topic
+from streams.kafka_client import Brokers, client_config
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def _watermarks(consumer: Consumer, partition: TopicPartition, timeout_s: float 
 
 
 def read_topic_to_end(
-    bootstrap: str, source: Topic, idle_s: float = 1.0, max_s: float = 30.0, prefix: str = ""
+    bootstrap: Brokers, source: Topic, idle_s: float = 1.0, max_s: float = 30.0, prefix: str = ""
 ) -> list[Event]:
     """Every readable event of a topic, from the start (used to restore state at start-up), in
     offset order within each partition.
@@ -48,14 +49,16 @@ def read_topic_to_end(
     consumer dead-letters them.
     """
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"restore-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            # From the first record still kept (retention may have deleted offset 0), never the end.
-            "auto.offset.reset": "earliest",
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": f"restore-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                # From the first record still kept (retention may have deleted offset 0), never the end.
+                "auto.offset.reset": "earliest",
+            },
+        )
     )
     try:
         name = prefix + source.name

@@ -50,6 +50,7 @@ from confluent_kafka import (
 from schemas.codec import encode
 from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from streams.health import Heartbeat
+from streams.kafka_client import Brokers, client_config
 from streams.services.batch_decode import BatchDecoder
 from streams.services.dispatch import Outgoing, Processor, handle_run
 from streams.services.observe import ServiceMetrics
@@ -61,7 +62,6 @@ __all__ = [
     "Processor",
     "RuntimeStats",
     "ServiceRuntime",
-    "kafka_config",
     "read_topic_to_end",
 ]
 
@@ -93,14 +93,10 @@ class RuntimeStats:
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-def kafka_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, **extra}
-
-
 @dataclass
 class ServiceRuntime:
     processor: Processor
-    bootstrap: str
+    bootstrap: Brokers
     group_id: str
     batch_size: int = 5000
     poll_timeout_s: float = 0.2
@@ -137,9 +133,9 @@ class ServiceRuntime:
         self._to_commit: dict[tuple[str, int], int] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
-        return kafka_config(
+        return client_config(
             self.bootstrap,
-            **{
+            {
                 "group.id": self.group_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -164,8 +160,8 @@ class ServiceRuntime:
             self._broker_lost = True
 
     def _new_producer(self) -> Producer:
-        conf = kafka_config(
-            self.bootstrap, **{"enable.idempotence": True, "linger.ms": 5, "error_cb": self._on_client_error}
+        conf = client_config(
+            self.bootstrap, {"enable.idempotence": True, "linger.ms": 5, "error_cb": self._on_client_error}
         )
         if self.transactional:
             conf["transactional.id"] = self.transactional_id or f"{self.group_id}-{uuid.uuid4().hex[:8]}"

@@ -3,7 +3,8 @@
 A thin adapter over :class:`streams.fold.ClusterFold`. It publishes a snapshot on the compacted
 cluster-state topic at every step boundary of its clock, and at once on a significant event (a
 job submitted at or above the high-priority weight, GPUs lost from a pool, a demand sample outside
-the band of the latest forecast) when asked to. Its
+the band of the latest forecast) when asked to. A cluster source's PoolInventory sets the
+capacity and nodes of the pools it reports (streams/fold_inventory.py). Its
 input offsets are committed only right after a snapshot is produced, so after a restart it
 resumes from the last published snapshot (read back from the compacted topic) and replays just
 the events that came after it; the fold ignores replays.
@@ -21,7 +22,8 @@ streams/services/dispatch.py turns into a dead letter), never folded: an event o
 dated more than ``max_event_skew_s`` past the service's clock (a job event, sample, allocation
 or forecast from year 2199 would otherwise freeze what it refers to), a job reported in a pool
 the cluster does not have, a progress, finish or preemption of a job never submitted, telemetry
-of an unknown pool (see :meth:`streams.fold.ClusterFold.unknown_reference`).
+of an unknown pool, an inventory naming a pool the cluster does not have (see
+:meth:`streams.fold.ClusterFold.unknown_reference`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from schemas import (
     JobEvent,
     JobEventKind,
     JobState,
+    PoolInventory,
 )
 from schemas.base import Event
 from schemas.topics import (
@@ -48,10 +51,11 @@ from schemas.topics import (
     DEMAND_SAMPLES,
     FORECASTS,
     GPU_SAMPLES,
+    INVENTORY,
     JOB_EVENTS,
     Topic,
 )
-from streams.fold import ClusterFold, Pruning, floor_to_step
+from streams.fold import ClusterFold, FoldedEvent, Pruning, floor_to_step
 from streams.services.forecaster import drifted
 from streams.services.runtime import Outgoing
 
@@ -68,7 +72,7 @@ def significant(event: Event, fold: ClusterFold, high_priority_weight: float) ->
     return None
 
 
-def event_time(event: JobEvent | DemandSample | GpuSample | Allocation) -> datetime:
+def event_time(event: FoldedEvent) -> datetime:
     """When an input event says it happened (an allocation: when it was issued)."""
     return event.issued_at if isinstance(event, Allocation) else event.time
 
@@ -93,7 +97,7 @@ class StateProcessor:
     high_priority_weight: float = 5.0
     name: str = "state"
     drift_band: str = "p99"
-    inputs: tuple[Topic, ...] = (JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, ALLOCATIONS, FORECASTS)
+    inputs: tuple[Topic, ...] = (JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, ALLOCATIONS, FORECASTS, INVENTORY)
     forecasts: dict[str, DemandForecast] = field(default_factory=dict)
     last_published: ClusterState | None = None
     published: int = 0
@@ -118,7 +122,7 @@ class StateProcessor:
                 self._check_time(event.issued_at, "issued_at")
                 self.forecasts[event.service] = event
             return ()
-        assert isinstance(event, JobEvent | DemandSample | GpuSample | Allocation)
+        assert isinstance(event, JobEvent | DemandSample | GpuSample | Allocation | PoolInventory)
         if event.cluster == self.fold.cluster:
             self._check_time(event_time(event), "issued_at" if isinstance(event, Allocation) else "time")
             reason = self.fold.unknown_reference(event)
@@ -222,13 +226,30 @@ def restore_fold(
     max_history_steps: int,
     not_after: datetime | None = None,
     pruning: Pruning | None = None,
+    inventories: Sequence[Event] = (),
 ) -> tuple[ClusterFold, ClusterState | None]:
     """Rebuild the fold from the latest snapshot of this cluster read back from the state topic.
 
     Latest by offset (``restored`` is in offset order; a cluster's snapshots share its key and so
     one partition), not by ``as_of``: a snapshot published last wins even where a clock stepped back.
     A snapshot dated after ``not_after`` (the clock plus the allowed skew) is no snapshot of ours.
+    The pools' inventory comes from configuration, then from ``inventories`` (the compacted
+    inventory topic read back), so the pools a cluster source reported keep its nodes.
     """
+    fold, latest = _restore_snapshot(seed, restored, max_history_steps, not_after, pruning)
+    for event in inventories:
+        if isinstance(event, PoolInventory) and (not_after is None or event.time <= not_after):
+            fold.apply(event)
+    return fold, latest
+
+
+def _restore_snapshot(
+    seed: ClusterState,
+    restored: list[Event],
+    max_history_steps: int,
+    not_after: datetime | None,
+    pruning: Pruning | None,
+) -> tuple[ClusterFold, ClusterState | None]:
     latest: ClusterState | None = None
     for event in restored:
         if not isinstance(event, ClusterState) or event.cluster != seed.cluster:

@@ -6,19 +6,24 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 # This directory (slurm_cluster helper) and the repo root: a tests/<part>/ folder without an
 # __init__.py (e.g. tests/schemas) would otherwise shadow the real package of that name.
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
 
-from kube_cluster import KubeCluster, build_kube_apiserver  # noqa: E402
+from kube_cluster import ACTUATOR_USER, ADMIN_TOKEN, KubeCluster, build_kube_apiserver  # noqa: E402
+from kube_control_plane import ControlPlane, build_control_plane  # noqa: E402
 from slurm_cluster import SlurmCluster, install_slurm  # noqa: E402
 
+from actuators.kube import api_client  # noqa: E402
 from schemas import Allocation, JobAction, JobDecision, ServiceDecision  # noqa: E402
 
 POOLS = {"pool-a": ["a1", "a2"], "pool-b": ["b1", "b2"]}
@@ -34,8 +39,11 @@ def slurm_installed() -> None:
 @pytest.fixture
 def slurm_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
     """A fresh cluster per test: 2 partitions (pools) x 2 nodes x 8 fake GPUs."""
-    root = Path(tempfile.mkdtemp(prefix="ebbtide-slurm-"))
-    cluster = SlurmCluster(root=root, pools=POOLS, gpus_per_node=8)
+    yield from _running(SlurmCluster(root=Path(tempfile.mkdtemp(prefix="ebbtide-slurm-")), pools=POOLS))
+
+
+def _running(cluster: SlurmCluster) -> Iterator[SlurmCluster]:
+    root = cluster.root
     t0 = time.monotonic()
     try:
         cluster.start()
@@ -50,6 +58,16 @@ def slurm_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def accounted_cluster(slurm_installed: None) -> Iterator[SlurmCluster]:
+    """The same cluster keeping accounting (slurmdbd on a private MariaDB, so sacct answers) and
+    forgetting ended jobs after 2 s, so they leave squeue."""
+    if shutil.which("slurmdbd") is None or shutil.which("mariadbd") is None:
+        pytest.skip("slurmdbd or mariadb-server is not installed (scripts/install_slurm.sh installs them)")
+    yield from _running(SlurmCluster(root=Path(tempfile.mkdtemp(prefix="ebbtide-slurm-")), pools=POOLS,
+                                     accounting=True, min_job_age_s=2))  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +90,75 @@ def kube_cluster() -> Iterator[KubeCluster]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane() -> Iterator[ControlPlane]:
+    """A second real API server with controller-manager (Job controller), scheduler and KWOK nodes.
+
+    Apart from ``kube_cluster`` so the controller-free tests keep a cluster where nothing else writes.
+    """
+    binary, reason = build_kube_apiserver()
+    if binary is None:
+        pytest.skip(f"kube-apiserver is not available: {reason}")
+    binaries, reason = build_control_plane()
+    if binaries is None:
+        pytest.skip(f"the Kubernetes control plane is not available: {reason}")
+    root = Path(tempfile.mkdtemp(prefix="ebbtide-kcp-"))
+    cluster = KubeCluster(root=root, binary=binary)
+    plane = ControlPlane(cluster=cluster, binaries=binaries)
+    try:
+        cluster.start()
+        plane.start()
+    except Exception:
+        cluster.stop()
+        logs = "\n".join(p.read_text(errors="replace")[-1500:] for p in root.glob("*.log"))
+        shutil.rmtree(root, ignore_errors=True)
+        raise RuntimeError(f"the control plane did not start:\n{logs}") from None
+    try:
+        yield plane
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "actuator.yaml"
+
+
+@pytest.fixture
+def namespace(kube_cluster: KubeCluster) -> Iterator[str]:
+    """A fresh namespace with deploy/rbac/actuator.yaml's Role bound to the actuator's user."""
+    from kubernetes import client
+
+    admin = api_client(kube_cluster.configuration(ADMIN_TOKEN))
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(admin).create_namespace({"metadata": {"name": name}})
+    rbac = client.RbacAuthorizationV1Api(admin)
+    for doc in yaml.safe_load_all(RBAC_FILE.read_text()):
+        subjects = [{"kind": "User", "name": ACTUATOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
+        if doc["kind"] == "Role":
+            rbac.create_namespaced_role(name, {**doc, "metadata": {**doc["metadata"], "namespace": name}})
+        elif doc["kind"] == "RoleBinding":
+            rbac.create_namespaced_role_binding(
+                name, {**doc, "metadata": {**doc["metadata"], "namespace": name}, "subjects": subjects}
+            )
+        elif doc["kind"] in {"ClusterRole", "ClusterRoleBinding"}:
+            body = {**doc, "subjects": subjects} if doc["kind"] == "ClusterRoleBinding" else doc
+            create = (
+                rbac.create_cluster_role if doc["kind"] == "ClusterRole" else rbac.create_cluster_role_binding
+            )
+            try:
+                create(body)
+            except client.ApiException as exc:
+                if exc.status != 409:
+                    raise
+    yield name
+    client.CoreV1Api(admin).delete_namespace(name)
+
+
+@pytest.fixture
+def admin(kube_cluster: KubeCluster) -> Any:
+    return api_client(kube_cluster.configuration(ADMIN_TOKEN))
 
 
 AllocationFactory = Callable[..., Allocation]

@@ -68,6 +68,12 @@ class SlurmCluster:
     pools: dict[str, list[str]]
     gpus_per_node: int = 8
     ctld_port: int = 0
+    accounting: bool = False
+    """Keep accounting (sacct) in slurmdbd over a private MariaDB (``start_accounting``)."""
+    dbd_port: int = 0
+    db_port: int = 0
+    min_job_age_s: int = 300
+    """How long slurmctld (and so squeue) keeps an ended job."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -110,7 +116,7 @@ class SlurmCluster:
             f"SlurmdLogFile={self.root}/log/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
-            "AccountingStorageType=accounting_storage/none",
+            *self._accounting_lines(host),
             "JobCompType=jobcomp/none",
             "SchedulerType=sched/backfill",
             "SchedulerParameters=sched_interval=2",
@@ -122,7 +128,7 @@ class SlurmCluster:
             "MpiDefault=none",
             "SlurmctldTimeout=30",
             "SlurmdTimeout=60",
-            "MinJobAge=300",
+            f"MinJobAge={self.min_job_age_s}",
             "KillWait=2",
             "SlurmdParameters=config_overrides",
         ]
@@ -143,6 +149,57 @@ class SlurmCluster:
         if not jwt.exists():
             jwt.write_bytes(os.urandom(32))
             os.chmod(jwt, 0o600)
+
+    def _accounting_lines(self, host: str) -> list[str]:
+        if not self.accounting:
+            return ["AccountingStorageType=accounting_storage/none"]
+        self.dbd_port, self.db_port = _free_port(), _free_port()
+        dbd = [
+            "AuthType=auth/munge",
+            f"AuthInfo=socket={self.root}/munge/munge.sock",
+            f"DbdHost={host}",
+            f"DbdPort={self.dbd_port}",
+            "SlurmUser=root",
+            f"LogFile={self.root}/log/slurmdbd.log",
+            f"PidFile={self.root}/run/slurmdbd.pid",
+            "StorageType=accounting_storage/mysql",
+            "StorageHost=127.0.0.1",
+            f"StoragePort={self.db_port}",
+            "StorageUser=slurm",
+            "StoragePass=ebbtide-test",
+            "StorageLoc=slurm_acct_db",
+        ]
+        path = self.root / "etc" / "slurmdbd.conf"
+        path.write_text("\n".join(dbd) + "\n")
+        os.chmod(path, 0o600)
+        return [
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={host}",
+            f"AccountingStoragePort={self.dbd_port}",
+            f"AccountingStoragePass={self.root}/munge/munge.sock",  # the munge socket, for slurmdbd
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStoreFlags=job_comment",  # sacct shows the comment (the ebbtide spec)
+            "AccountingStorageTRES=gres/gpu",
+        ]
+
+    def start_accounting(self) -> None:
+        """A private MariaDB (its own data dir and port) and slurmdbd on it, the cluster registered."""
+        data, sock = self.root / "mariadb", self.root / "run" / "mariadb.sock"
+        install = ["mariadb-install-db", f"--datadir={data}", "--user=root", "--skip-test-db",
+                   "--auth-root-authentication-method=normal"]  # fmt: skip
+        subprocess.run(install, capture_output=True, check=True, timeout=120)
+        daemon = ["mariadbd", f"--datadir={data}", f"--socket={sock}", f"--port={self.db_port}",
+                  "--bind-address=127.0.0.1", "--user=root", "--skip-log-bin",
+                  f"--pid-file={self.root}/run/mariadb.pid", "--innodb-buffer-pool-size=16M"]  # fmt: skip
+        self._spawn("mariadbd", daemon)
+        sql = ("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'ebbtide-test'; "
+               "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;")  # fmt: skip
+        self._wait(lambda: subprocess.run(["mariadb", f"--socket={sock}", "-uroot", "-e", sql],
+                                          capture_output=True).returncode == 0, 60, "mariadb")  # fmt: skip
+        self._spawn("slurmdbd", ["slurmdbd", "-D"])
+        self._wait(lambda: self.run("sacctmgr", "-n", "list", "cluster", check=False).returncode == 0, 60,
+                   "slurmdbd")  # fmt: skip
+        self.run("sacctmgr", "-i", "add", "cluster", "ebbtide-test")
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "ab")  # noqa: SIM115 (kept open with the process)
@@ -182,6 +239,8 @@ class SlurmCluster:
     def start(self) -> None:
         self.write_config()
         self.start_munge()
+        if self.accounting:
+            self.start_accounting()
         self.start_ctld()
         self.start_nodes()
 
@@ -244,7 +303,7 @@ class SlurmCluster:
         """The file a test job writes when it receives its checkpoint signal (SIGUSR1)."""
         return self.root / "markers" / f"{job_name}.checkpointed"
 
-    def start_rest(self, user: str = "daemon") -> tuple[str, str]:
+    def start_rest(self, user: str = "daemon", api: str = "v0.0.38") -> tuple[str, str]:
         """Start slurmrestd (JWT auth, as ``nobody``); return its URL and a token for ``user``."""
         for path in (self.root, self.root / "etc"):
             os.chmod(path, 0o755)
@@ -264,7 +323,7 @@ class SlurmCluster:
                 "-a",
                 "rest_auth/jwt",
                 "-s",
-                "openapi/v0.0.38",
+                f"openapi/{api}",
                 f"127.0.0.1:{port}",
             ],
             env={**self.env, "SLURM_JWT": "daemon"},
@@ -288,12 +347,16 @@ class SlurmCluster:
         hold: bool = True,
         requeue: bool = True,
         user: str | None = None,
+        comment: str | None = None,
+        run_s: float | None = None,
     ) -> int:
-        """Submit a batch job that traps SIGUSR1 as its checkpoint signal; return its Slurm id."""
+        """Submit a batch job that traps SIGUSR1 as its checkpoint signal (and runs until cancelled,
+        or ``run_s`` seconds); return its Slurm id."""
         marker = self.checkpoint_marker(name)
         marker.parent.mkdir(mode=0o777, exist_ok=True)
         os.chmod(marker.parent, 0o777)  # jobs of other users write there too
-        script = f"trap 'echo done > {marker}' USR1; while true; do sleep 0.2; done"
+        work = f"sleep {run_s}" if run_s is not None else "while true; do sleep 0.2; done"
+        script = f"trap 'echo done > {marker}' USR1; {work}"
         argv = [
             "sbatch",
             "--parsable",
@@ -311,6 +374,8 @@ class SlurmCluster:
         ]
         if hold:
             argv.insert(1, "--hold")
+        if comment is not None:
+            argv.insert(1, f"--comment={comment}")
         if requeue:
             argv.insert(1, "--requeue")
         if user is not None:

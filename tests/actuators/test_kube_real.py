@@ -7,14 +7,11 @@ deploy/rbac/actuator.yaml, so these tests also show that RBAC is enough, and not
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kube_cluster import ACTUATOR_TOKEN, ACTUATOR_USER, ADMIN_TOKEN, KubeCluster
+from kube_cluster import ACTUATOR_TOKEN, KubeCluster
 
 from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.kube import KubernetesBackend, api_client
@@ -23,43 +20,6 @@ from actuators.kube.backend import ANN_CHECKPOINT, ANN_PLAN, LABEL_JOB, LABEL_PO
 # The first test's setup may build kube-apiserver when the cache is cold (minutes on 2 cores);
 # each test itself takes seconds.
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(2400)]
-
-RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "rbac" / "actuator.yaml"
-
-
-@pytest.fixture
-def namespace(kube_cluster: KubeCluster) -> Iterator[str]:
-    from kubernetes import client
-
-    admin = api_client(kube_cluster.configuration(ADMIN_TOKEN))
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(admin).create_namespace({"metadata": {"name": name}})
-    rbac = client.RbacAuthorizationV1Api(admin)
-    for doc in yaml.safe_load_all(RBAC_FILE.read_text()):
-        subjects = [{"kind": "User", "name": ACTUATOR_USER, "apiGroup": "rbac.authorization.k8s.io"}]
-        if doc["kind"] == "Role":
-            rbac.create_namespaced_role(name, {**doc, "metadata": {**doc["metadata"], "namespace": name}})
-        elif doc["kind"] == "RoleBinding":
-            rbac.create_namespaced_role_binding(
-                name, {**doc, "metadata": {**doc["metadata"], "namespace": name}, "subjects": subjects}
-            )
-        elif doc["kind"] in {"ClusterRole", "ClusterRoleBinding"}:
-            body = {**doc, "subjects": subjects} if doc["kind"] == "ClusterRoleBinding" else doc
-            create = (
-                rbac.create_cluster_role if doc["kind"] == "ClusterRole" else rbac.create_cluster_role_binding
-            )
-            try:
-                create(body)
-            except client.ApiException as exc:
-                if exc.status != 409:
-                    raise
-    yield name
-    client.CoreV1Api(admin).delete_namespace(name)
-
-
-@pytest.fixture
-def admin(kube_cluster: KubeCluster) -> Any:
-    return api_client(kube_cluster.configuration(ADMIN_TOKEN))
 
 
 def make_actuator(
@@ -204,7 +164,8 @@ def test_job_resumed_on_its_pool_then_suspended_after_checkpoint(
     )
 
     assert results["job/job-1"].outcome == "applied"
-    assert results["job/job-2"].outcome == "already-applied"
+    # job-2 was already suspended: only its decision is noted (annotation and Event)
+    assert results["job/job-2"].outcome == "applied"
     job = batch.read_namespaced_job("train-1", namespace)
     assert job.spec.suspend is False
     assert job.spec.template.spec.node_selector == {LABEL_POOL: "pool-b"}
@@ -442,7 +403,7 @@ def test_configured_from_a_kubeconfig_file(kube_cluster, namespace, admin, make_
     client.AppsV1Api(admin).create_namespaced_deployment(namespace, deployment("chat-a", "chat", "pool-a", 1))
     config = ActuatorConfig(
         backend="kubernetes",
-        kubernetes=KubernetesConfig(kubeconfig=kubeconfig, context="test", namespace=namespace),
+        kubernetes=KubernetesConfig(kubeconfig=kubeconfig, context="test", namespaces=[namespace]),
     )
     actuator = build_actuator(config, "test")
     (result,) = actuator.apply(make_allocation("plan-k", services=[("chat", "pool-a", 2, 2.0)]))

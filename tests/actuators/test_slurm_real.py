@@ -43,53 +43,58 @@ def phase_of(backend: SlurmBackend, job_id: str) -> str:
 
 
 def test_pending_job_released_only_when_allocation_says_run(slurm_cluster, make_allocation) -> None:
-    kept = slurm_cluster.submit("job-kept", "pool-a", gpus=2)
-    moved = slurm_cluster.submit("job-moved", "pool-a", gpus=4)
+    kept = slurm_cluster.submit("same-name", "pool-a", gpus=2)
+    moved = slurm_cluster.submit("same-name", "pool-a", gpus=4)  # matched by id: names may repeat
+    job_kept, job_moved = f"test-{kept}", f"test-{moved}"
     actuator, backend = make_actuator(slurm_cluster)
-    assert phase_of(backend, "job-kept") == "held"
+    assert phase_of(backend, job_kept) == "held"
 
     allocation = make_allocation(
-        "plan-1", jobs=[("job-kept", "hold", None, 0), ("job-moved", "run", "pool-b", 4)]
+        "plan-1", jobs=[(job_kept, "hold", None, 0), (job_moved, "run", "pool-b", 4)]
     )
     results = results_by_target(actuator.apply(allocation))
 
-    assert results["job/job-kept"].outcome == "already-applied"
-    assert results["job/job-moved"].outcome == "applied"
-    wait_for(lambda: phase_of(backend, "job-moved") == "running", what="job-moved to start")
+    assert results[f"job/{job_kept}"].outcome == "applied", "held already: only the decision noted"
+    assert results[f"job/{job_moved}"].outcome == "applied"
+    wait_for(lambda: phase_of(backend, job_moved) == "running", what="job-moved to start")
     observed = backend.observe()
-    assert observed.jobs["job-moved"].pool == "pool-b", "moved to the allocation's partition before release"
-    assert observed.jobs["job-moved"].backend_id == str(moved)
-    assert observed.jobs["job-moved"].plan_id == "plan-1"
-    assert observed.jobs["job-moved"].gpus == 4
+    assert observed.jobs[job_moved].pool == "pool-b", "moved to the allocation's partition before release"
+    assert observed.jobs[job_moved].backend_id == str(moved)
+    assert observed.jobs[job_moved].plan_id == "plan-1"
+    assert observed.jobs[job_moved].gpus == 4
     assert observed.gpus_free["pool-b"] == 12
     time.sleep(2.5)  # a scheduler cycle: the held job must stay pending
-    assert phase_of(backend, "job-kept") == "held"
-    assert backend.observe().jobs["job-kept"].backend_id == str(kept)
+    assert phase_of(backend, job_kept) == "held"
+    assert backend.observe().jobs[job_kept].backend_id == str(kept)
+    comment = slurm_cluster.run("squeue", "-h", "-j", str(kept), "-o", "%k").stdout.strip()
+    assert comment == "ebbtide-decision: hold: test (plan=plan-1)"
+    again = make_allocation("plan-2", jobs=[(job_kept, "hold", None, 0)])
+    assert actuator.apply(again)[0].outcome == "already-applied", "same reason: the note is not rewritten"
 
 
 def test_running_preemptible_job_requeued_after_checkpoint_signal(slurm_cluster, make_allocation) -> None:
-    slurm_cluster.submit("job-train", "pool-a", gpus=8, hold=False)
+    train = f"test-{slurm_cluster.submit('job-train', 'pool-a', gpus=8, hold=False)}"
     actuator, backend = make_actuator(slurm_cluster, grace_s=1.0)
-    wait_for(lambda: phase_of(backend, "job-train") == "running", what="job-train to start")
+    wait_for(lambda: phase_of(backend, train) == "running", what="job-train to start")
     _, events = actuator.observe_events()
-    assert [(e.job_id, e.kind) for e in events] == [("job-train", JobEventKind.STARTED)]
+    assert [(e.job_id, e.kind) for e in events] == [(train, JobEventKind.STARTED)]
     # where it runs: one of pool-a's nodes, all 8 GPUs of it (the state service's node detail)
     (node_gpus,) = events[0].nodes.items()
     assert node_gpus[0] in {"a1", "a2"} and node_gpus[1] == 8
 
-    results = actuator.apply(make_allocation("plan-p", jobs=[("job-train", "preempt", None, 0)]))
+    results = actuator.apply(make_allocation("plan-p", jobs=[(train, "preempt", None, 0)]))
 
-    assert [(r.target, r.action, r.outcome) for r in results] == [("job/job-train", "preempt", "applied")]
+    assert [(r.target, r.action, r.outcome) for r in results] == [(f"job/{train}", "preempt", "applied")]
     assert slurm_cluster.checkpoint_marker("job-train").exists(), "checkpoint signal reached the job"
-    wait_for(lambda: phase_of(backend, "job-train") == "held", what="job-train requeued and held")
+    wait_for(lambda: phase_of(backend, train) == "held", what="job-train requeued and held")
     _, events = actuator.observe_events()
-    assert [(e.job_id, e.kind) for e in events] == [("job-train", JobEventKind.PREEMPTED)]
+    assert [(e.job_id, e.kind) for e in events] == [(train, JobEventKind.PREEMPTED)]
     assert backend.observe().gpus_free["pool-a"] == 16
     # Replaying the preempt changes nothing; a later 'run' starts it again.
-    again = actuator.apply(make_allocation("plan-p", jobs=[("job-train", "preempt", None, 0)]))
+    again = actuator.apply(make_allocation("plan-p", jobs=[(train, "preempt", None, 0)]))
     assert again[0].outcome == "already-applied"
-    actuator.apply(make_allocation("plan-r", jobs=[("job-train", "run", "pool-a", 8)]))
-    wait_for(lambda: phase_of(backend, "job-train") == "running", what="job-train to restart")
+    actuator.apply(make_allocation("plan-r", jobs=[(train, "run", "pool-a", 8)]))
+    wait_for(lambda: phase_of(backend, train) == "running", what="job-train to restart")
 
 
 def test_reservation_holds_inference_capacity_and_follows_the_next_step(
@@ -117,21 +122,21 @@ def test_reservation_holds_inference_capacity_and_follows_the_next_step(
 
 
 def test_same_allocation_twice_submits_nothing_new(slurm_cluster, make_allocation) -> None:
-    slurm_cluster.submit("job-1", "pool-a", gpus=2)
-    slurm_cluster.submit("job-2", "pool-a", gpus=2)
+    job_1 = f"test-{slurm_cluster.submit('job-1', 'pool-a', gpus=2)}"
+    job_2 = f"test-{slurm_cluster.submit('job-2', 'pool-a', gpus=2)}"
     actuator, backend = make_actuator(slurm_cluster)
     allocation = make_allocation(
         "plan-x",
-        jobs=[("job-1", "run", "pool-a", 2), ("job-2", "hold", None, 0)],
+        jobs=[(job_1, "run", "pool-a", 2), (job_2, "hold", None, 0)],
         services=[("chat", "pool-b", 1, 8.0)],
     )
     first = actuator.apply(allocation)
     assert {r.target: r.outcome for r in first} == {
         "service/chat/pool-b": "applied",
-        "job/job-1": "applied",
-        "job/job-2": "already-applied",
+        f"job/{job_1}": "applied",
+        f"job/{job_2}": "applied",  # the decision noted in its comment
     }
-    wait_for(lambda: phase_of(backend, "job-1") == "running", what="job-1 to start")
+    wait_for(lambda: phase_of(backend, job_1) == "running", what="job-1 to start")
     before = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}).jobs()
 
     second = actuator.apply(allocation)
@@ -167,8 +172,7 @@ class StopControllerOnce:
 
 @pytest.mark.slow
 def test_slurmctld_restart_mid_apply_leaves_no_half_applied_step(slurm_cluster, make_allocation) -> None:
-    for name in ("job-1", "job-2", "job-3"):
-        slurm_cluster.submit(name, "pool-a", gpus=2)
+    job_1, job_2, job_3 = (f"test-{slurm_cluster.submit(n, 'pool-a', gpus=2)}" for n in ("j1", "j2", "j3"))
     transport = StopControllerOnce(
         SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}, timeout_s=2), slurm_cluster
     )
@@ -177,13 +181,13 @@ def test_slurmctld_restart_mid_apply_leaves_no_half_applied_step(slurm_cluster, 
     actuator = ActuationEngine(backend, "test", retry=retry)
     allocation = make_allocation(
         "plan-r",
-        jobs=[("job-1", "run", "pool-b", 2), ("job-2", "run", "pool-a", 2), ("job-3", "hold", None, 0)],
+        jobs=[(job_1, "run", "pool-b", 2), (job_2, "run", "pool-a", 2), (job_3, "hold", None, 0)],
         services=[("chat", "pool-b", 1, 8.0)],
     )
 
     during = actuator.apply(allocation)
     assert transport.stopped
-    assert {r.outcome for r in during if r.target != "job/job-3"} == {"retrying"}
+    assert {r.outcome for r in during} == {"retrying"}
     assert all(not r.permanent for r in during)
 
     slurm_cluster.start_ctld()
@@ -192,18 +196,18 @@ def test_slurmctld_restart_mid_apply_leaves_no_half_applied_step(slurm_cluster, 
 
     assert {t: r.outcome for t, r in after.items()} == {
         "service/chat/pool-b": "applied",
-        "job/job-1": "applied",
-        "job/job-2": "applied",
-        "job/job-3": "already-applied",
+        f"job/{job_1}": "applied",
+        f"job/{job_2}": "applied",
+        f"job/{job_3}": "applied",
     }
     wait_for(
-        lambda: {backend.observe().jobs[j].phase for j in ("job-1", "job-2")} == {"running"},
+        lambda: {backend.observe().jobs[j].phase for j in (job_1, job_2)} == {"running"},
         what="both released jobs to run",
         timeout_s=30,
     )
     observed = backend.observe()
-    assert observed.jobs["job-1"].pool == "pool-b"
-    assert observed.jobs["job-3"].phase == "held"
+    assert observed.jobs[job_1].pool == "pool-b"
+    assert observed.jobs[job_3].phase == "held"
     assert observed.service("chat", "pool-b") is not None
     assert {r.outcome for r in actuator.apply(allocation)} == {"already-applied"}
 
@@ -212,8 +216,8 @@ def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
     slurm_cluster, make_allocation
 ) -> None:
     url, token = slurm_cluster.start_rest(user="daemon")
-    slurm_cluster.submit("rest-1", "pool-a", gpus=2, user="daemon")
-    slurm_cluster.submit("rest-2", "pool-a", gpus=2, user="daemon")
+    rest_1 = f"test-{slurm_cluster.submit('rest-1', 'pool-a', gpus=2, user='daemon')}"
+    rest_2 = f"test-{slurm_cluster.submit('rest-2', 'pool-a', gpus=2, user='daemon')}"
     cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
     rest_backend = SlurmBackend(
         SlurmRest(url, "daemon", token, cli=cli), cluster="test", checkpoint_grace_s=1
@@ -230,44 +234,44 @@ def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
     actuator = ActuationEngine(rest_backend, "test", retry=FAST_RETRY)
     allocation = make_allocation(
         "plan-rest",
-        jobs=[("rest-1", "run", "pool-b", 2), ("rest-2", "hold", None, 0)],
+        jobs=[(rest_1, "run", "pool-b", 2), (rest_2, "hold", None, 0)],
         services=[("chat", "pool-a", 1, 8.0)],
     )
     first = {r.target: r.outcome for r in actuator.apply(allocation)}
     assert first == {
         "service/chat/pool-a": "applied",
-        "job/rest-1": "applied",
-        "job/rest-2": "already-applied",
+        f"job/{rest_1}": "applied",
+        f"job/{rest_2}": "applied",
     }
-    wait_for(lambda: phase_of(rest_backend, "rest-1") == "running", what="rest-1 to start")
+    wait_for(lambda: phase_of(rest_backend, rest_1) == "running", what="rest-1 to start")
     observed = rest_backend.observe()
-    assert (observed.jobs["rest-1"].pool, observed.jobs["rest-1"].plan_id) == ("pool-b", "plan-rest")
+    assert (observed.jobs[rest_1].pool, observed.jobs[rest_1].plan_id) == ("pool-b", "plan-rest")
     assert observed.service("chat", "pool-a").gpus == 8.0
     assert {r.outcome for r in actuator.apply(allocation)} == {"already-applied"}
 
     preempt = make_allocation(
         "plan-rest-2",
-        jobs=[("rest-1", "preempt", None, 0)],
+        jobs=[(rest_1, "preempt", None, 0)],
         services=[("chat", "pool-a", 1, 8.0)],
         valid_s=1800,
     )
     assert {r.target: r.outcome for r in actuator.apply(preempt)} == {
-        "job/rest-1": "applied",
+        f"job/{rest_1}": "applied",
         "service/chat/pool-a": "applied",  # the reservation's window moves to this step's
     }
     assert slurm_cluster.checkpoint_marker("rest-1").exists(), "checkpoint signal through slurmrestd"
-    wait_for(lambda: phase_of(rest_backend, "rest-1") == "held", what="rest-1 requeued and held")
+    wait_for(lambda: phase_of(rest_backend, rest_1) == "held", what="rest-1 requeued and held")
 
 
 def test_configured_from_settings_with_a_slurm_conf(slurm_cluster, make_allocation) -> None:
     from actuators.factory import ActuatorConfig, SlurmConfig, build_actuator
 
-    slurm_cluster.submit("job-c", "pool-a", gpus=1, hold=False)
+    job_c = f"test-{slurm_cluster.submit('job-c', 'pool-a', gpus=1, hold=False)}"
     config = ActuatorConfig(
         backend="slurm", checkpoint_grace_s=0, slurm=SlurmConfig(slurm_conf=slurm_cluster.conf)
     )
     actuator = build_actuator(config, "test")
-    wait_for(lambda: actuator.backend.observe().jobs["job-c"].phase == "running", what="job-c to start")
-    (result,) = actuator.apply(make_allocation("plan-c", jobs=[("job-c", "preempt", None, 0)]))
+    wait_for(lambda: actuator.backend.observe().jobs[job_c].phase == "running", what="job-c to start")
+    (result,) = actuator.apply(make_allocation("plan-c", jobs=[(job_c, "preempt", None, 0)]))
     assert (result.backend, result.outcome) == ("slurm", "applied")
-    wait_for(lambda: actuator.backend.observe().jobs["job-c"].phase == "held", what="job-c requeued and held")
+    wait_for(lambda: actuator.backend.observe().jobs[job_c].phase == "held", what="job-c requeued and held")

@@ -11,7 +11,7 @@ from forecaster_synthetic import synthetic_hourly
 from typer.testing import CliRunner
 
 from ebbtide.cli_forecast import _plot_axis, app
-from forecaster.backtest import AUTO, backtest_origins, rolling_origin_backtest
+from forecaster.backtest import AUTO, backtest_origins, rolling_origin_backtest, weighted_interval_score
 
 
 def test_origins_are_daily_and_leave_a_full_day_to_score() -> None:
@@ -47,6 +47,26 @@ def test_seasonal_naive_scores_exactly_one_relative_to_itself() -> None:
     assert naive is not None and naive.rel_mae == pytest.approx(1.0)
     auto = result.score(AUTO)
     assert auto is not None and 0.0 <= auto.coverage_80 <= auto.coverage_90 <= 1.0
+    assert auto.wis > 0 and len(auto.mae_by_horizon) == 24
+    assert auto.mae == pytest.approx(float(np.mean(auto.mae_by_horizon)))
+
+
+def test_every_model_is_scored_on_the_same_origins() -> None:
+    # 16 days: MSTL needs 15 before it forecasts, so the first origins have no MSTL forecast
+    result = rolling_origin_backtest(
+        synthetic_hourly(18, seed=5), step_s=3600, min_history_days=9, max_origins=4
+    )
+    common = result.common_origins()
+    assert 0 < len(common) < len(result.origins)
+    scores = [result.score(name) for name in result.model_names()]
+    assert all(s is not None and s.origins == len(common) for s in scores)
+
+
+def test_wis_of_a_point_forecast_is_half_the_absolute_error_over_the_intervals() -> None:
+    actual = np.array([3.0, 5.0])
+    point = {k: np.array([4.0, 4.0]) for k in ("p01", "p05", "p10", "p50", "p90", "p95", "p99")}
+    # every interval has width 0 and misses by 1: alpha/2 * (2/alpha) * 1 = 1 each, plus 0.5 * 1
+    assert weighted_interval_score(actual, point) == pytest.approx((0.5 + 3 * 1.0) / 3.5)
 
 
 def test_cli_backtest_writes_table_png_and_json(tmp_path: Path) -> None:
@@ -82,13 +102,22 @@ def test_cli_backtest_writes_table_png_and_json(tmp_path: Path) -> None:
     entry = json.loads(out_json.read_text())["series"]["demand"]
     assert set(entry) == {
         "model",
+        "origins",
         "rel_mae",
+        "mae",
+        "mae_by_horizon",
+        "wis",
+        "pinball",
         "coverage_90",
         "coverage_80",
-        "pinball",
+        "selected_per_origin",
+        "candidates",
         "forecast_ms_p99",
         "fit_ms_p50",
     }
+    assert entry["model"] == "auto" and len(entry["selected_per_origin"]) == entry["origins"]
+    assert len(entry["mae_by_horizon"]) == 24 and "seasonal-naive" in entry["candidates"]
+    assert entry["candidates"]["seasonal-naive"]["rel_mae"] == pytest.approx(1.0)
     assert entry["fit_ms_p50"] > 0
     assert out_png.stat().st_size > 10_000
     assert f"wrote {out_png}" in result.output.replace("\n", "")

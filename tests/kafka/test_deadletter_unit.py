@@ -45,4 +45,4 @@ def test_consumer_settings_for_tests_and_the_loop() -> None:
     assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 500
     assert conf["auto.offset.reset"] == "earliest" and conf["enable.auto.commit"] is False
     assert conf["isolation.level"] == "read_uncommitted"  # overrides win
-    assert consumer_config("b", "g")["isolation.level"] == "read_committed"
+    assert consumer_config("127.0.0.1:9092", "g")["isolation.level"] == "read_committed"

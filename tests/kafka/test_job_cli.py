@@ -24,6 +24,7 @@ def _job(*args: str, bootstrap: str = "127.0.0.1:1", prefix: str = "") -> subpro
         **os.environ,
         "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
         "EBBTIDE_KAFKA__TOPIC_PREFIX": prefix,
+        "EBBTIDE_KAFKA__REPLICATION_FACTOR": "1",  # the session's one-node broker
         "EBBTIDE_CLUSTER": "c1",
     }
     command = [sys.executable, "-m", "ebbtide.cli", "job", *args]

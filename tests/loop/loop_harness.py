@@ -53,6 +53,7 @@ class Loop:
     seed: ClusterState
     clock: ManualClock
     transactions: bool
+    replicas: int = 1  # the topics' replication factor: the brokers of the test's cluster
     dry: DryRunBackend = field(init=False)
     backend: ActuationEngine = field(init=False)
     runtimes: dict[str, ServiceRuntime] = field(default_factory=dict)
@@ -84,6 +85,7 @@ class Loop:
                 "group_prefix": self.prefix,
                 "session_timeout_ms": 6000,
                 "poll_timeout_s": 0.1,
+                "replication_factor": self.replicas,
             },
             optimizer={"transactions": "on" if self.transactions else "off", "forecast_wait_s": 1.0},
         )
@@ -131,6 +133,7 @@ class Loop:
             "EBBTIDE_KAFKA__TOPIC_PREFIX": self.prefix,
             "EBBTIDE_KAFKA__GROUP_PREFIX": self.prefix,
             "EBBTIDE_KAFKA__POLL_TIMEOUT_S": "0.1",
+            "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(self.replicas),
             "EBBTIDE_OPTIMIZER__TRANSACTIONS": "on" if self.transactions else "off",
             "EBBTIDE_OPTIMIZER__FORECAST_WAIT_S": "1.0",
         }
@@ -162,7 +165,7 @@ class Loop:
             runtime.close()
 
     def start_all(self) -> None:
-        ensure_catalogue(self.bootstrap, self.prefix)
+        ensure_catalogue(self.bootstrap, self.prefix, self.settings.kafka.durability())
         for name in ("state", "forecaster", "optimizer", "actuator"):
             self.start(name)
 
@@ -202,7 +205,7 @@ def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition") -> Non
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
-def new_loop(bootstrap: str, prefix: str, first: ClusterState, transactions: bool) -> Loop:
+def new_loop(bootstrap: str, prefix: str, first: ClusterState, transactions: bool, replicas: int = 1) -> Loop:
     # The clock starts a step early: the first snapshot (published at start) precedes the first events.
     return Loop(
         bootstrap=bootstrap,
@@ -210,6 +213,7 @@ def new_loop(bootstrap: str, prefix: str, first: ClusterState, transactions: boo
         seed=seed_of(first),
         clock=ManualClock(first.as_of - timedelta(seconds=first.step_s)),
         transactions=transactions,
+        replicas=replicas,
     )
 
 

@@ -22,7 +22,14 @@ from loop_harness import (
 )
 
 from schemas.topics import ALLOCATIONS, CATALOGUE
-from streams.topics_admin import admin_client, ensure_topics, prefixed
+from streams.topics_admin import (
+    ReplicationError,
+    TopicDurability,
+    admin_client,
+    ensure_topics,
+    prefixed,
+    topic_configs,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -52,11 +59,16 @@ def test_a_broker_sigkilled_in_a_three_node_cluster_loses_nothing(kafka_cluster,
     ensure_topics(
         bootstrap,
         [prefixed(t, topic_prefix) for t in CATALOGUE],
-        replication_factor=3,
+        durability=TopicDurability(3, 2),
         tolerate_config_errors=True,
     )
+    assert topic_configs(bootstrap, topic_prefix + ALLOCATIONS.name)["min.insync.replicas"] == "2"
+    with pytest.raises(
+        ReplicationError, match="replication factor 4 needs at least 4 brokers; the cluster has 3"
+    ):
+        ensure_topics(bootstrap, [prefixed(ALLOCATIONS, topic_prefix)], durability=TopicDurability(4, 2))
     states = steps(4)
-    loop = new_loop(bootstrap, topic_prefix, states[0], transactions=True)
+    loop = new_loop(bootstrap, topic_prefix, states[0], transactions=True, replicas=3)
     try:
         loop.start_all()
         for i in (0, 1):

@@ -2,8 +2,10 @@
 plus malformed bytes, through the in-memory bus (no broker); the loop keeps deciding, and every
 record a service rejects is on the dead-letter topic with its reason.
 
-The topics: job events, demand samples and GPU samples (the state service), cluster states (the
-forecaster and the optimizer), forecasts (the optimizer), allocations (the actuator). Each record
+The topics: job events, demand samples, GPU samples and pool inventories (the state service, which
+reads forecasts and allocations too), cluster states (the forecaster and the optimizer), forecasts
+(the optimizer), allocations (the actuator); each topic's consumers are the services' own
+``inputs``, so a topic a service starts reading is fuzzed or the test fails. Each record
 is a document drawn by :class:`schema_fuzz.SchemaFuzzer` from the event's file in schemas/json:
 values at the bounds, the contract's earliest and latest times and times near or far from the
 services' clock, known and unknown clusters, pools, jobs and services, 5% duplicates of the record
@@ -45,6 +47,7 @@ from schemas.topics import (
     DEMAND_SAMPLES,
     FORECASTS,
     GPU_SAMPLES,
+    INVENTORY,
     JOB_EVENTS,
     Topic,
 )
@@ -60,7 +63,7 @@ pytestmark = pytest.mark.slow
 PER_TOPIC = 10_000
 STEPS = 4
 CLUSTER = "c1"
-INPUT_TOPICS = (JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, CLUSTER_STATE, FORECASTS, ALLOCATIONS)
+INPUT_TOPICS = (JOB_EVENTS, DEMAND_SAMPLES, GPU_SAMPLES, INVENTORY, CLUSTER_STATE, FORECASTS, ALLOCATIONS)
 Consumers = dict[Topic, tuple[str, ...]]
 
 
@@ -105,6 +108,13 @@ def _fix_forecast(rng: random.Random, doc: dict[str, Any]) -> None:
         doc["quantiles"] = {q: [base] * steps for q in ("p50", "p90", "p99")}
 
 
+def _fix_inventory(rng: random.Random, doc: dict[str, Any]) -> None:
+    if rng.random() < 0.8:  # mostly the cluster's pool names, now and then one it does not have
+        names = rng.sample(["a100", "t4", "atlantis"], k=3)
+        for pool, name in zip(doc.get("pools", ()), names, strict=False):
+            pool["name"] = name
+
+
 def _fix_cluster_state(rng: random.Random, doc: dict[str, Any]) -> None:
     """Mostly a state the contract takes (its cross-field rules are not in the JSON Schema), so
     hostile values at the bounds reach the forecaster and the planner."""
@@ -131,6 +141,7 @@ def _fix_allocation(rng: random.Random, doc: dict[str, Any]) -> None:
 
 FIXUPS: dict[Topic, Callable[[random.Random, dict[str, Any]], None]] = {
     JOB_EVENTS: _fix_job_event,
+    INVENTORY: _fix_inventory,
     CLUSTER_STATE: _fix_cluster_state,
     FORECASTS: _fix_forecast,
     ALLOCATIONS: _fix_allocation,
@@ -226,6 +237,7 @@ def _assert_every_refused_record_is_a_letter(
     for expected in (
         "past the state service's clock",
         "not a pool of cluster",
+        "not pools of cluster c1",
         "never submitted",
         "past the optimizer's clock",
         "past the actuator's clock",
@@ -283,6 +295,7 @@ def _reason_kind(error: str) -> str:
     for marker, kind in (
         ("past the", "time past the clock"),
         ("not a pool", "unknown pool"),
+        ("not pools of", "unknown pools"),
         ("never submitted", "unknown job"),
         ("in no pool", "started in no pool"),
         ("not a service", "unknown service"),

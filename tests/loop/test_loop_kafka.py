@@ -297,10 +297,11 @@ def test_explain_plan_and_status_read_what_the_loop_wrote(kafka_broker, topic_pr
     explained = runner.invoke(app, ["explain", "j1", "--json"])
     assert explained.exit_code == 0, explained.output
     why = json.loads(explained.output)
-    assert (why["plan_id"], why["action"], why["reason"]) == (
+    assert (why["plan_id"], why["action"], why["reason"], why["cause"]) == (
         last.plan_id,
         decision.action.value,
         decision.reason,
+        decision.cause,
     )
     assert why["planned_start"] is not None and why["changes"]
     missing = runner.invoke(app, ["explain", "no-such-job"])

@@ -108,3 +108,28 @@ def test_collector_without_a_gpu_says_so_instead_of_a_traceback():
     assert result.returncode == 3
     assert "no NVIDIA driver here" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({}, "setting source.backend [EBBTIDE_SOURCE__BACKEND]: required by the source"),
+        ({"EBBTIDE_SOURCE__BACKEND": "yarn"}, "source.backend [EBBTIDE_SOURCE__BACKEND]: Input should be"),
+        ({"EBBTIDE_SOURCE__BACKEND": "slurm", "EBBTIDE_SOURCE__INTERVAL_S": "0"}, "source.interval_s"),
+        (
+            {"EBBTIDE_SOURCE__BACKEND": "slurm", "EBBTIDE_ACTUATOR__SLURM__REST_URL": "http://127.0.0.1:1"},
+            "actuator.slurm.rest_token [EBBTIDE_ACTUATOR__SLURM__REST_TOKEN]: required",
+        ),
+    ],
+)
+def test_run_source_fails_at_start_naming_its_setting(env: dict[str, str], named: str):
+    """Before any broker or cluster is asked (no broker answers here)."""
+    result = subprocess.run(
+        [*EBBTIDE, "run", "source"],
+        env={**env, "PATH": "", "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": "127.0.0.1:1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr + result.stdout
+    assert named in result.stderr

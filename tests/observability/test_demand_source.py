@@ -119,6 +119,7 @@ def _failures(metrics: EbbtideMetrics, service: str, reason: str) -> float:
     return value or 0.0
 
 
+@pytest.mark.e2e
 @pytest.mark.prometheus
 @pytest.mark.kafka
 @pytest.mark.slow
@@ -143,6 +144,7 @@ def test_demand_from_real_prometheus_is_published(
     )  # fmt: skip
     stop = threading.Event()  # the service as ``ebbtide run demand-source`` runs it, on the process metrics
     runner = threading.Thread(target=run_service, args=("demand-source", settings, stop))
+    unreachable_before = _failures(METRICS, "chat", "unreachable")
     runner.start()
     try:
         deadline = time.monotonic() + 60
@@ -150,10 +152,18 @@ def test_demand_from_real_prometheus_is_published(
             "ebbtide_demand_samples_total", {"cluster": "c1", "service": "chat"}
         ):
             time.sleep(0.2)
+        # Prometheus goes away mid-run: counted as unreachable, and no sample (no zero) published.
+        server.process.terminate()
+        server.process.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _failures(METRICS, "chat", "unreachable") <= unreachable_before:
+            time.sleep(0.2)
+        time.sleep(1.0)  # two more rounds without Prometheus
     finally:
         stop.set()
         runner.join(timeout=30)
     metrics = METRICS
+    assert _failures(metrics, "chat", "unreachable") > unreachable_before
     published = read_records(kafka_broker.bootstrap, DEMAND_SAMPLES, topic_prefix)
     assert published and all(isinstance(s, DemandSample) for s in published)
     assert {s.service for s in published} == {"chat"}  # the empty and the failed never publish a zero

@@ -112,7 +112,13 @@ def test_the_collector_beats_once_per_round(clock: Clock) -> None:
             return datetime(2026, 1, 1, tzinfo=UTC)
 
     code = run_collector(
-        sample, Now(), bootstrap="127.0.0.1:1", topic_prefix="t.", interval_s=0.01, stop=stop,
-        metrics=EbbtideMetrics(CollectorRegistry()), heartbeat=heartbeat,
+        sample,
+        Now(),
+        bootstrap="127.0.0.1:1",
+        topic_prefix="t.",
+        interval_s=0.01,
+        stop=stop,
+        metrics=EbbtideMetrics(CollectorRegistry()),
+        heartbeat=heartbeat,
     )
     assert code == 0 and heartbeat.beats == 3

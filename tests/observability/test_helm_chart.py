@@ -29,6 +29,9 @@ CHART = ROOT / "deploy" / "helm" / "ebbtide"
 KUBE_VERSION = "1.33.0"
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 NAMESPACE = "gpu-loop"
+CHART_COMPONENTS = (*COMPONENTS, "source")
+"""The chart also runs the cluster source (`ebbtide run source`, Kubernetes backend)."""
+KUBE_COMPONENTS = {"actuator", "source"}
 
 
 MONITORING_APIS = ("monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
@@ -120,7 +123,7 @@ def test_rendered_manifests_match_the_kubernetes_schema(
             helm,
             "prometheusRule.enabled=true",
             "clusterSpec.cluster=demo",
-            "rbac.namespaces={inference,batch}",
+            "workloadNamespaces={inference,batch}",
             "components.collector.kind=Deployment",
             "components.collector.replicas=1",
             "components.collector.runtimeClassName=nvidia",
@@ -160,7 +163,7 @@ def test_the_schema_check_rejects_a_broken_manifest(default_docs: list[dict[str,
 
 def test_every_service_runs_with_kafka_metrics_and_probes(default_docs: list[dict[str, Any]]) -> None:
     found = workloads(default_docs)
-    assert set(found) == set(COMPONENTS)
+    assert set(found) == set(CHART_COMPONENTS)
     assert found["collector"]["kind"] == "DaemonSet"
     for name, workload in found.items():
         c = container(workload)
@@ -195,7 +198,7 @@ def test_the_env_the_chart_sets_is_accepted_by_the_settings(
 def test_service_monitor_selects_every_metrics_service(default_docs: list[dict[str, Any]]) -> None:
     (monitor,) = by_kind(default_docs, "ServiceMonitor").values()
     services = by_kind(default_docs, "Service")
-    assert len(services) == len(COMPONENTS)
+    assert len(services) == len(CHART_COMPONENTS)
     selector = monitor["spec"]["selector"]["matchLabels"]
     ports = {e["port"] for e in monitor["spec"]["endpoints"]}
     assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
@@ -223,25 +226,43 @@ def grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-def test_only_the_actuator_gets_kubernetes_rights(default_docs: list[dict[str, Any]]) -> None:
-    (role,) = by_kind(default_docs, "Role").values()
-    (cluster_role,) = by_kind(default_docs, "ClusterRole").values()
-    bound: set[str] = set()
-    for kind, target in (("RoleBinding", role), ("ClusterRoleBinding", cluster_role)):
-        (binding,) = by_kind(default_docs, kind).values()
-        assert binding["roleRef"]["name"] == target["metadata"]["name"]
-        bound |= {s["name"] for s in binding["subjects"]}
+def test_only_the_actuator_and_the_source_get_kubernetes_rights(default_docs: list[dict[str, Any]]) -> None:
+    roles, cluster_roles = by_kind(default_docs, "Role"), by_kind(default_docs, "ClusterRole")
+    assert len(roles) == len(cluster_roles) == 2
+    bound: dict[str, set[tuple[str, str, str]]] = {}
+    for kind, targets in (("RoleBinding", roles), ("ClusterRoleBinding", cluster_roles)):
+        for binding in by_kind(default_docs, kind).values():
+            rules = next(r for r in targets.values() if r["metadata"]["name"] == binding["roleRef"]["name"])
+            for subject in binding["subjects"]:
+                bound.setdefault(subject["name"], set()).update(grants(rules["rules"]))
     for name, workload in workloads(default_docs).items():
         pod = workload["spec"]["template"]["spec"]
-        if name == "actuator":
+        if name in KUBE_COMPONENTS:
             assert pod["serviceAccountName"] in bound and pod["automountServiceAccountToken"] is True
+            assert env_of(workload)["EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES"] == f'["{NAMESPACE}"]'
         else:
             assert pod["serviceAccountName"] not in bound and pod["automountServiceAccountToken"] is False
-    granted = grants(role["rules"]) | grants(cluster_role["rules"])
-    assert ("apps", "deployments/scale", "patch") in granted
-    assert ("batch", "jobs", "patch") in granted
-    assert not any(v in {"create", "delete", "deletecollection", "*"} for _, _, v in granted)
-    assert not any(r in {"secrets", "pods"} for _, r, _ in granted)
+    actuator = next(g for n, g in bound.items() if n.endswith("actuator"))
+    source = next(g for n, g in bound.items() if n.endswith("source"))
+    assert ("apps", "deployments/scale", "patch") in actuator and ("batch", "jobs", "patch") in actuator
+    assert {v for _, _, v in source} == {"list", "watch", "create"}, "the source only reads"
+    for granted in (actuator, source):
+        # create: only Events (decisions and invalid specs shown on Jobs); never delete anything
+        assert {(g, r) for g, r, v in granted if v == "create"} == {("", "events")}
+        assert not any(v in {"delete", "deletecollection", "*"} for _, _, v in granted)
+        assert "secrets" not in {r for _, r, _ in granted}
+    assert "pods" not in {r for _, r, _ in actuator}
+    assert {v for _, r, v in source if r == "pods"} == {"list", "watch"}
+
+
+def test_roles_are_rendered_in_each_workload_namespace(helm: str) -> None:
+    docs = render(helm, "workloadNamespaces={inference,batch}")
+    roles = [d for d in docs if d["kind"] == "Role"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["batch", "batch", "inference", "inference"]
+    for workload in workloads(docs).values():
+        env = env_of(workload)
+        if workload["metadata"]["name"].endswith(("actuator", "source")):
+            assert env["EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES"] == '["inference","batch"]'
 
 
 def test_chart_rbac_equals_deploy_rbac(default_docs: list[dict[str, Any]]) -> None:
@@ -344,3 +365,88 @@ def test_cluster_spec_is_mounted_and_named(helm: str) -> None:
     assert env_of(optimizer)["EBBTIDE_CLUSTER_SPEC"] == "/etc/ebbtide/cluster.yaml"
     mounts = {m["mountPath"] for m in container(optimizer)["volumeMounts"]}
     assert "/etc/ebbtide" in mounts
+
+
+def test_state_and_optimizer_are_capped_at_one_replica(helm: str) -> None:
+    """No standby election exists: a second state or optimizer would split its consumer group."""
+    for name in ("state", "optimizer"):
+        result = subprocess.run(
+            template_args(helm, f"components.{name}.replicas=2"), capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode != 0, name
+        assert f"components.{name}.replicas: at most 1 (got 2)" in result.stderr, result.stderr
+    scaled = workloads(render(helm, "components.forecaster.replicas=3", "components.actuator.replicas=2"))
+    assert scaled["forecaster"]["spec"]["replicas"] == 3 and scaled["actuator"]["spec"]["replicas"] == 2
+
+
+SECURE_VALUES = (
+    "kafka.createTopics=false",
+    "kafka.security.protocol=SASL_SSL",
+    "kafka.security.sasl.mechanism=SCRAM-SHA-512",
+    "kafka.security.sasl.passwordsSecret=ebbtide-kafka-passwords",
+    "kafka.security.tls.caSecret=kafka-ca",
+    "kafka.security.tls.clientCertSecretPrefix=ebbtide-kafka-tls-",
+)
+CREDENTIALS_DIR = "/var/run/ebbtide/kafka"
+
+
+def test_kafka_credentials_come_from_secrets_as_files(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each component logs in as its own principal with its own key of each Secret, mounted as
+    files; the env the chart sets loads through the settings (the files placed under tmp_path)."""
+    settings = pytest.importorskip("ebbtide.settings")
+    docs = render(helm, *SECURE_VALUES)
+    assert not schema_errors(docs)
+    for name in ("sasl-password", "ca.crt", "client.crt", "client.key"):
+        (tmp_path / name).write_text(f"{name} content\n")
+    for name, workload in workloads(docs).items():
+        pod = workload["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "kafka-credentials"]
+        sources = {s["secret"]["name"]: s["secret"]["items"] for s in volume["projected"]["sources"]}
+        assert sources == {
+            "ebbtide-kafka-passwords": [{"key": name, "path": "sasl-password"}],
+            "kafka-ca": [{"key": "ca.crt", "path": "ca.crt"}],
+            f"ebbtide-kafka-tls-{name}": [
+                {"key": "tls.crt", "path": "client.crt"},
+                {"key": "tls.key", "path": "client.key"},
+            ],
+        }, name
+        mounts = {m["name"]: m for m in container(workload)["volumeMounts"]}
+        assert mounts["kafka-credentials"] == {
+            "name": "kafka-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True,
+        }  # fmt: skip
+        with monkeypatch.context() as env:
+            for key, value in env_of(workload).items():
+                env.setenv(key, value.replace(CREDENTIALS_DIR, str(tmp_path)))
+            kafka = settings.load_settings().kafka
+        assert (kafka.security_protocol, kafka.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512"), name
+        assert kafka.sasl_username == f"ebbtide-{name}", name
+        assert (
+            kafka.sasl_password_file == tmp_path / "sasl-password"
+            and kafka.ssl_ca_location == tmp_path / "ca.crt"
+        )
+        assert kafka.ssl_key_location == tmp_path / "client.key" and not kafka.create_topics
+        assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2)
+
+
+def test_default_chart_mounts_no_credentials_and_speaks_plaintext(default_docs: list[dict[str, Any]]) -> None:
+    for name, workload in workloads(default_docs).items():
+        assert env_of(workload)["EBBTIDE_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT", name
+        assert "kafka-credentials" not in {v["name"] for v in workload["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_inconsistent_kafka_security_values_fail_at_render(helm: str) -> None:
+    cases = {
+        ("kafka.security.protocol=SASL_SSL",): "mechanism",
+        (
+            "kafka.security.protocol=SASL_SSL",
+            "kafka.security.sasl.mechanism=SCRAM-SHA-256",
+        ): "passwordsSecret",
+        ("kafka.security.protocol=SASL_SSL", "kafka.security.sasl.mechanism=OAUTHBEARER"): "oauthbearer",
+        ("kafka.security.protocol=TLS",): "/kafka/security/protocol",
+    }
+    for overrides, named in cases.items():
+        result = subprocess.run(template_args(helm, *overrides), capture_output=True, text=True, timeout=120)
+        assert result.returncode != 0, overrides
+        assert named in result.stderr, (overrides, result.stderr)

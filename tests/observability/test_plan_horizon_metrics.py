@@ -39,9 +39,7 @@ def step(
 
 def series(m: EbbtideMetrics, name: str) -> dict[tuple[str, ...], float]:
     (family,) = [f for f in m.registry.collect() if f.name == name]
-    return {
-        tuple(v for k, v in sorted(s.labels.items()) if k != "cluster"): s.value for s in family.samples
-    }
+    return {tuple(v for k, v in sorted(s.labels.items()) if k != "cluster"): s.value for s in family.samples}
 
 
 def test_the_plan_is_sampled_at_each_whole_hour_of_its_horizon() -> None:

@@ -18,6 +18,9 @@ from schemas import (
     DemandSample,
     GpuSample,
     HorizonPlan,
+    InventoryNode,
+    InventoryPool,
+    InventoryService,
     JobAction,
     JobEvent,
     JobEventKind,
@@ -25,6 +28,7 @@ from schemas import (
     JobState,
     JobStatus,
     PlanStep,
+    PoolInventory,
     PoolState,
     PoolWindow,
     ServiceCapacity,
@@ -221,6 +225,26 @@ def dead_letter(**over: Any) -> dict[str, Any]:
     return {**base, **over}
 
 
+def pool_inventory(**over: Any) -> dict[str, Any]:
+    base = dict(
+        cluster="east",
+        time=T0,
+        source="slurm",
+        pools=[
+            InventoryPool(
+                name="a100",
+                gpu_type="A100",
+                nodes=[
+                    InventoryNode(name="a1", gpus=8, gpus_free=2),
+                    InventoryNode(name="a2", gpus=8, gpus_free=0, schedulable=False, reason="drained"),
+                ],
+            )
+        ],
+        services=[InventoryService(service="chat", pool="a100", replicas=2, min_replicas=1, max_replicas=8)],
+    )
+    return {**base, **over}
+
+
 BUILDERS: dict[type[Event], Any] = {
     GpuSample: gpu_sample,
     DemandSample: demand_sample,
@@ -231,6 +255,7 @@ BUILDERS: dict[type[Event], Any] = {
     Allocation: allocation,
     ActuationResult: actuation_result,
     DeadLetter: dead_letter,
+    PoolInventory: pool_inventory,
 }
 
 

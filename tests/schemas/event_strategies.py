@@ -23,6 +23,9 @@ from schemas import (
     DemandSample,
     GpuSample,
     HorizonPlan,
+    InventoryNode,
+    InventoryPool,
+    InventoryService,
     JobAction,
     JobDecision,
     JobEvent,
@@ -31,6 +34,7 @@ from schemas import (
     JobState,
     JobStatus,
     PlanStep,
+    PoolInventory,
     PoolState,
     PoolWindow,
     ServiceCapacity,
@@ -361,6 +365,45 @@ def cluster_states(draw: st.DrawFn) -> ClusterState:
     )
 
 
+@st.composite
+def inventory_nodes(draw: st.DrawFn, name: str) -> InventoryNode:
+    gpus = draw(st.integers(0, 16))
+    schedulable = draw(st.booleans())
+    return InventoryNode(
+        name=name,
+        gpus=gpus,
+        gpus_free=draw(st.integers(0, gpus)),
+        schedulable=schedulable,
+        reason=None if schedulable else draw(st.sampled_from(["drained", "down", "NotReady", "cordoned"])),
+    )
+
+
+@st.composite
+def pool_inventories(draw: st.DrawFn) -> PoolInventory:
+    pools = [
+        InventoryPool(
+            name=pool,
+            gpu_type=draw(names),
+            nodes=[draw(inventory_nodes(n)) for n in draw(st.lists(names, max_size=3, unique=True))],
+        )
+        for pool in draw(st.lists(names, min_size=1, max_size=3, unique=True))
+    ]
+    low = draw(st.integers(0, 20))
+    services = [
+        InventoryService(
+            service=s,
+            pool=pools[0].name,
+            replicas=draw(counts),
+            min_replicas=low,
+            max_replicas=low + draw(st.integers(0, 20)),
+        )
+        for s in draw(st.lists(names, max_size=2, unique=True))
+    ]
+    return PoolInventory(
+        cluster=draw(names), time=draw(utc_times), source=draw(names), pools=pools, services=services
+    )
+
+
 STRATEGIES: dict[type[Event], st.SearchStrategy[Any]] = {
     GpuSample: gpu_samples,
     DemandSample: demand_samples(),
@@ -371,4 +414,5 @@ STRATEGIES: dict[type[Event], st.SearchStrategy[Any]] = {
     Allocation: allocations(),
     ActuationResult: actuation_results,
     DeadLetter: dead_letters,
+    PoolInventory: pool_inventories(),
 }

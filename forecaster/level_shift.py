@@ -1,0 +1,70 @@
+"""Level shifts: a step change in demand that the history never showed, followed within a few steps.
+
+A fitted model (forecaster/models.py) forecasts from its seasonal profiles and a level learned on
+the past; after a step change it keeps forecasting the old level until enough of the new one is
+in its window (seasonal naive a day, MSTL's daily level a day, a refit none sooner), and an
+adaptive model (Holt-Winters) moves only part of the way at first. At every step-time forecast
+(forecaster/auto.py ``predict_quantiles``) the model's own forecasts of the last steps, made from
+just before them, are compared with what happened. When each of at least ``SHIFT_STEPS`` latest
+steps lies beyond the calibrated 90% band on the same side (the criterion the ForecastBank uses
+for drift), the level has moved n steps ago (n: the longest such run, up to a day): the forecast
+is then the model's forecast from before the move, continued, plus the median miss since the
+move. Referring both to the state before the move counts the shift once, however much the model
+already adapted. Otherwise nothing changes. Pure (sqrt space, as the models).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forecaster.models import Array, Fitted
+
+SHIFT_STEPS = 3
+"""Consecutive model steps beyond the 90% band, on one side, that mark a level shift."""
+
+
+def _beyond(misses: Array, low: Array, high: Array) -> int:
+    """+1 when every miss lies above its band, -1 when every one lies below, else 0."""
+    if np.all(misses > high[: misses.size]):
+        return 1
+    if np.all(misses < low[: misses.size]):
+        return -1
+    return 0
+
+
+def _band(offsets: dict[str, Array], key: str, size: int) -> Array:
+    """A band offset by horizon for ``size`` horizons (its last value repeated where shorter)."""
+    offset = offsets[key]
+    if offset.size >= size:
+        return offset[:size]
+    return np.concatenate([offset, np.full(size - offset.size, offset[-1] if offset.size else 0.0)])
+
+
+def shifted_forecast(
+    fitted: Fitted,
+    z: Array,
+    offsets: dict[str, Array],
+    horizon: int,
+    *,
+    day: int,
+    min_history: int,
+    steps_since_fit: int = 0,
+) -> Array | None:
+    """The forecast (sqrt space, ``horizon`` steps) after a level shift the latest history shows,
+    or None when it shows none. ``min_history``: steps the model needs before it forecasts."""
+    if z.size < min_history + SHIFT_STEPS or "p05" not in offsets or "p95" not in offsets:
+        return None
+    longest = min(day, z.size - min_history)
+    low, high = _band(offsets, "p05", longest), _band(offsets, "p95", longest)
+    found, misses = 0, np.zeros(0)
+    for n in range(SHIFT_STEPS, longest + 1):
+        before = fitted.predict(z[:-n], n, steps_since_fit - n)
+        run = z[-n:] - before
+        side = _beyond(run, low, high)
+        if side == 0 or (found and side != int(np.sign(misses[0]))):
+            break
+        found, misses = n, run
+    if not found:
+        return None
+    continued = fitted.predict(z[:-found], found + horizon, steps_since_fit - found)[found:]
+    return np.asarray(continued + float(np.median(misses)), dtype=float)

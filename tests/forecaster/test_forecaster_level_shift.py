@@ -1,0 +1,55 @@
+"""A step change in demand that the history never showed is followed within a few steps: the
+model is fitted before the change (as the ForecastBank keeps it between refits), and from
+SHIFT_STEPS steps after the change on, the forecasts sit at the new level; on the same series
+without a change the forecasts are not shifted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from forecaster_synthetic import synthetic_hourly
+
+from forecaster.auto import fit_service, predict_quantiles
+from forecaster.level_shift import SHIFT_STEPS, shifted_forecast
+from forecaster.models import to_model_space
+
+DAYS = 16
+JUMP_GPUS = 8.0  # the level rises from about 6 to about 14 busy GPUs, never seen before
+
+
+def series_with_step(seed: int, at: int, times: float) -> tuple[np.ndarray, np.ndarray]:
+    """The series, and the same with a step from ``at``: +JUMP_GPUS, or x ``times`` when given."""
+    base = synthetic_hourly(DAYS + 2, seed=seed)
+    shifted = base.copy()
+    shifted[at:] = shifted[at:] * times if times != 1.0 else shifted[at:] + JUMP_GPUS
+    return base, shifted
+
+
+@pytest.mark.parametrize(("seed", "hour", "times"), [(7, 5, 1.0), (8, 20, 1.0), (9, 5, 2.5), (10, 14, 0.3)])
+def test_a_step_change_is_followed_within_a_few_steps(seed: int, hour: int, times: float) -> None:
+    at = DAYS * 24 + hour
+    base, shifted = series_with_step(seed, at, times)
+    fitted = fit_service(shifted[:at], step_s=3600, horizon_steps=24)
+    for after in range(SHIFT_STEPS, SHIFT_STEPS + 6):
+        now = at + after
+        p50 = np.asarray(predict_quantiles(fitted, shifted[:now], 24, steps_since_fit=after)["p50"])
+        truth_new, truth_old = shifted[now : now + 12], base[now : now + 12]
+        step = np.mean(np.abs(truth_new - truth_old))
+        # the next 12 hours' median forecast has moved at least half way to the new level
+        assert np.mean(np.abs(p50[:12] - truth_new)) < 0.5 * step, (after, p50[:12], truth_new)
+    # the shift is not declared on fewer than SHIFT_STEPS steps
+    z = to_model_space(shifted[: at + SHIFT_STEPS - 1])
+    cal = fitted.calibrated
+    assert shifted_forecast(cal.fitted, z, cal.offsets, 24, day=24, min_history=8 * 24) is None
+
+
+def test_no_shift_without_a_change() -> None:
+    values = synthetic_hourly(DAYS + 2, seed=11)
+    # the same noise as the steps' series: any shift here is a false alarm
+    start = DAYS * 24
+    fitted = fit_service(values[:start], step_s=3600, horizon_steps=24)
+    moved = 0
+    for now in range(start, start + 24):
+        p50 = np.asarray(predict_quantiles(fitted, values[:now], 24, steps_since_fit=now - start)["p50"])
+        moved += bool(np.mean(np.abs(p50[:12] - values[now : now + 12])) > 0.25 * JUMP_GPUS)
+    assert moved == 0
