@@ -1,4 +1,4 @@
-"""``ebbtide run <service>``, ``demo``, ``bench-stream`` and ``bench-soak``: the loop's commands.
+"""``ebbtide run``, ``demo``, ``bench-stream``, ``bench-soak`` and ``bench-scale``: the loop's commands.
 
 Kept light: heavy imports happen inside the commands. The services live in streams/ (the only
 layer that imports Kafka clients).
@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -102,8 +102,28 @@ def bench_soak(
     sys.exit(main(soak_services, days=days, jobs=jobs, json_path=json_path))
 
 
+def bench_scale(
+    jobs: Annotated[
+        list[int] | None, typer.Option("--jobs", min=16, help="jobs in the system (repeatable)")
+    ] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, max=96, help="steps (15 min) per size")] = 3,
+    broker: Annotated[str, typer.Option("--broker", help="kafka (local Apache Kafka) or tansu")] = "kafka",
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the results here")] = None,
+) -> None:
+    """The whole loop at 2,000 and 10,000 jobs through a local broker; each topic's largest record."""
+    from bench.scale_loop import main
+    from ebbtide.soak_wiring import soak_services
+
+    if broker not in ("kafka", "tansu"):
+        raise typer.BadParameter(f"{broker!r}: kafka or tansu", param_hint="--broker")
+    kind: Literal["kafka", "tansu"] = "kafka" if broker == "kafka" else "tansu"
+    sizes = jobs or [2000, 10_000]
+    sys.exit(main(soak_services, jobs=sizes, steps=steps, broker_kind=kind, json_path=json_path))
+
+
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("demo")(demo)
     app.command("bench-stream")(bench_stream)
     app.command("bench-soak")(bench_soak)
+    app.command("bench-scale")(bench_scale)

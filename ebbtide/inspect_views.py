@@ -71,10 +71,11 @@ def explain_job(
 def _planned_start(job_id: str, plan: HorizonPlan | None) -> dict[str, Any] | None:
     if plan is None:
         return None
-    for step in plan.steps:
-        for placement in step.jobs:
+    for block in plan.blocks:
+        for placement in block.jobs:
             if placement.job_id == job_id:
-                return {"step": step.index, "start": step.start.isoformat(), "pool": placement.pool}
+                start = plan.step_start(block.first_step)
+                return {"step": block.first_step, "start": start.isoformat(), "pool": placement.pool}
     return {"step": None, "start": None, "pool": None}  # not within the plan's horizon
 
 
@@ -98,15 +99,15 @@ def _changes(history: list[tuple[Allocation, Any]], keep: int = 10) -> list[dict
 def plan_step_at(plan: HorizonPlan, at: time | None) -> PlanStep:
     """The plan's step holding the next ``at`` (time of day, UTC) from its issue; step 0 if None."""
     if at is None:
-        return plan.steps[0]
+        return plan.step(0)
     issued = plan.issued_at
     wanted = datetime.combine(issued.date(), at, tzinfo=issued.tzinfo)
     if wanted < issued:
         wanted += timedelta(days=1)
-    for step in plan.steps:
-        if step.start <= wanted < step.start + timedelta(seconds=plan.step_s):
-            return step
-    last = plan.steps[-1].start + timedelta(seconds=plan.step_s)
+    index = int((wanted - issued).total_seconds() // plan.step_s)
+    if index < plan.horizon_steps:
+        return plan.step(index)
+    last = plan.step_start(plan.horizon_steps)
     raise NotFound(
         f"--at {at:%H:%M}: {wanted.isoformat()} is past the plan's horizon (ends {last.isoformat()})"
     )
@@ -135,7 +136,7 @@ def plan_view(plan: HorizonPlan, at: time | None) -> dict[str, Any]:
 def _hourly(plan: HorizonPlan) -> list[dict[str, Any]]:
     per_hour = max(3600 // plan.step_s, 1)
     rows = []
-    for step in plan.steps[::per_hour]:
+    for step in plan.steps_expanded()[::per_hour]:
         rows.append(
             {
                 "start": step.start.isoformat(),

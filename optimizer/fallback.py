@@ -28,7 +28,7 @@ from schemas import (
     JobPlacement,
     JobState,
     JobStatus,
-    PlanStep,
+    PlanBlock,
     ServiceCapacity,
     ServiceDecision,
     SolverInfo,
@@ -42,9 +42,9 @@ def shifted_preferences(
     if last is None or last.step_s != inputs.step_s:
         return None
     offset = round((now - last.issued_at).total_seconds() / inputs.step_s)
-    if offset < 1 or offset >= len(last.steps):
+    if offset < 1 or offset >= last.horizon_steps:
         return None
-    step = last.steps[offset]
+    step = last.step(offset)
     job_index = {job_id: j for j, job_id in enumerate(inputs.job_ids)}
     pool_index = {name: p for p, name in enumerate(inputs.pool_names)}
     svc_index = {name: s for s, name in enumerate(inputs.service_names)}
@@ -103,7 +103,7 @@ def keep_current_state(
 ) -> Decision:
     """Last line of defence when even the greedy fallback fails: change nothing. Running jobs keep
     running where they are, waiting jobs wait, services keep their replicas."""
-    services, running, steps = _current_steps(state, now, config)
+    services, running, block = _current_block(state, config)
     info = SolverInfo(
         solver="none", status="fallback-failed", time_ms=0.0, fallback=True, fallback_reason=reason
     )
@@ -114,7 +114,7 @@ def keep_current_state(
         issued_at=now,
         step_s=config.step_s,
         horizon_steps=config.horizon_steps,
-        steps=steps,
+        blocks=[block],
         solver=info,
         inputs_digest=digest,
     )
@@ -155,9 +155,9 @@ def _kept_jobs(state: ClusterState, running: list[JobState], reason: str) -> lis
     ]
 
 
-def _current_steps(
-    state: ClusterState, now: datetime, config: PlannerConfig
-) -> tuple[list[ServiceCapacity], list[JobState], list[PlanStep]]:
+def _current_block(
+    state: ClusterState, config: PlannerConfig
+) -> tuple[list[ServiceCapacity], list[JobState], PlanBlock]:
     """What runs now (services' replicas, running jobs) held over every step of the horizon."""
     pools = {p.name for p in state.pools}
     services = [
@@ -170,10 +170,5 @@ def _current_steps(
     ]
     running = [j for j in state.jobs if j.status == JobStatus.RUNNING and j.pool in pools]
     placements = [JobPlacement(job_id=j.spec.job_id, pool=j.pool or "", gpus=j.spec.gpus) for j in running]
-    steps = [
-        PlanStep(
-            index=t, start=now + timedelta(seconds=config.step_s * t), services=services, jobs=placements
-        )
-        for t in range(config.horizon_steps)
-    ]
-    return services, running, steps
+    block = PlanBlock(first_step=0, steps=config.horizon_steps, services=services, jobs=placements)
+    return services, running, block

@@ -28,12 +28,15 @@ from schemas import (
     ClusterState,
     DecisionCause,
     DemandForecast,
+    HorizonPlan,
     JobAction,
     JobDecision,
     JobPlacement,
     JobState,
     JobStatus,
+    PlanBlock,
     PoolState,
+    ServiceCapacity,
     ServiceDecision,
     ServiceState,
 )
@@ -198,21 +201,29 @@ def _rewrite(
 ) -> Decision:
     allocation, plan = decision.allocation, decision.plan
     services, given = _lending_services(allocation.services, lendable)
-    step0 = plan.steps[0]
+    step0 = plan.blocks[0]
     step0_services = []
     for c in step0.services:
         change = given.get((c.service, c.pool))
         if change is not None:
-            c = c.model_copy(update={"gpus": change[0], "replicas": change[1], "burst_gpus": change[2]})
+            c = ServiceCapacity(
+                **{**dict(c), "gpus": change[0], "replicas": change[1], "burst_gpus": change[2]}
+            )
         step0_services.append(c)
     step0_jobs = list(step0.jobs) + [
         JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
         for job_id, h in sorted(borrowers.items())
     ]
-    new_step0 = step0.model_copy(update={"services": step0_services, "jobs": step0_jobs})
+    new_step0 = PlanBlock(first_step=0, steps=1, services=step0_services, jobs=step0_jobs)
+    rest = (  # the rest of a first block longer than step 0 keeps the plan's content
+        [PlanBlock(first_step=1, steps=step0.steps - 1, services=step0.services, jobs=step0.jobs)]
+        if step0.steps > 1
+        else []
+    )
     new_jobs = [_borrowing(d, borrowers, given, jobs) for d in allocation.jobs]
+    blocks = [new_step0, *rest, *plan.blocks[1:]]
     return Decision(
-        plan=plan.model_copy(update={"steps": [new_step0, *plan.steps[1:]]}),
+        plan=HorizonPlan.model_validate({**dict(plan), "blocks": blocks}),
         allocation=allocation.model_copy(update={"services": services, "jobs": new_jobs}),
     )
 

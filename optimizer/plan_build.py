@@ -2,8 +2,9 @@
 
 Pipeline stage 6 of a decision (after the rounding in optimizer/extract.py and
 optimizer/rounding.py, before the headroom is lent in optimizer/headroom.py). Every record is
-built with pydantic's validating constructors. Steps inside one time block share the block's
-placements (one part per job and pool, per service and pool, in each plan). Reasons come from
+built with pydantic's validating constructors. The plan carries one PlanBlock per time block of
+the planner (optimizer/inputs.py ``Blocks``), the steps of a block sharing its placements (one
+part per job and pool, per service and pool, in each plan). Reasons come from
 optimizer/reasons.py.
 """
 
@@ -21,7 +22,7 @@ from schemas import (
     JobAction,
     JobDecision,
     JobPlacement,
-    PlanStep,
+    PlanBlock,
     ServiceCapacity,
     ServiceDecision,
     SolverInfo,
@@ -29,37 +30,35 @@ from schemas import (
 
 
 def _services_by_block(inputs: PlanInputs, plan: RoundedPlan) -> list[list[ServiceCapacity]]:
-    """Per block, the capacity of each service in each pool it has replicas in."""
+    """Per block, the capacity of each service in each pool it has replicas in (one nonzero pass)."""
     parts: dict[tuple[int, int, int, float], ServiceCapacity] = {}
-    blocks: list[list[ServiceCapacity]] = []
-    for b in range(inputs.blocks.count):
-        on_s, on_p = (plan.svc_replicas[:, :, b] > 0).nonzero()
-        block: list[ServiceCapacity] = []
-        for s, p in zip(on_s.tolist(), on_p.tolist(), strict=True):
-            key = (s, p, int(plan.svc_replicas[s, p, b]), float(plan.svc_gpus[s, p, b]))
-            if key not in parts:
-                parts[key] = ServiceCapacity(
-                    service=inputs.service_names[s], pool=inputs.pool_names[p], replicas=key[2], gpus=key[3]
-                )
-            block.append(parts[key])
-        blocks.append(block)
+    blocks: list[list[ServiceCapacity]] = [[] for _ in range(inputs.blocks.count)]
+    replicas, gpus = plan.svc_replicas, plan.svc_gpus
+    for b, s, p in zip(*(i.tolist() for i in (replicas.transpose(2, 0, 1) > 0).nonzero()), strict=True):
+        key = (s, p, int(replicas[s, p, b]), float(gpus[s, p, b]))
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = ServiceCapacity(
+                service=inputs.service_names[s], pool=inputs.pool_names[p], replicas=key[2], gpus=key[3]
+            )
+        blocks[b].append(part)
     return blocks
 
 
 def _jobs_by_block(inputs: PlanInputs, plan: RoundedPlan) -> list[list[JobPlacement]]:
-    """Per block, the placements of the jobs running in it (in job order)."""
+    """Per block, the placements of the jobs running in it, in job order (one nonzero pass)."""
     parts: dict[tuple[int, int], JobPlacement] = {}
-    blocks: list[list[JobPlacement]] = []
-    for b in range(inputs.blocks.count):
-        pools = plan.job_pool[:, b]
-        block: list[JobPlacement] = []
-        for j in (pools >= 0).nonzero()[0].tolist():
-            key = (j, int(pools[j]))
-            if key not in parts:
-                gpus = int(inputs.job_gang[j])
-                parts[key] = JobPlacement(job_id=inputs.job_ids[j], pool=inputs.pool_names[key[1]], gpus=gpus)
-            block.append(parts[key])
-        blocks.append(block)
+    blocks: list[list[JobPlacement]] = [[] for _ in range(inputs.blocks.count)]
+    pools = plan.job_pool
+    for b, j in zip(*(i.tolist() for i in (pools.T >= 0).nonzero()), strict=True):
+        key = (j, int(pools[j, b]))
+        part = parts.get(key)
+        if part is None:
+            gpus = int(inputs.job_gang[j])
+            part = parts[key] = JobPlacement(
+                job_id=inputs.job_ids[j], pool=inputs.pool_names[key[1]], gpus=gpus
+            )
+        blocks[b].append(part)
     return blocks
 
 
@@ -74,12 +73,11 @@ def build_horizon_plan(
     objective: dict[str, float],
 ) -> HorizonPlan:
     services, jobs = _services_by_block(inputs, plan), _jobs_by_block(inputs, plan)
-    steps: list[PlanStep] = []
-    for b, (first, count) in enumerate(
-        zip(inputs.blocks.first_step.tolist(), inputs.blocks.n_steps.tolist(), strict=True)
-    ):
-        for t in range(first, first + count):
-            steps.append(PlanStep(index=t, start=inputs.step_start(t), services=services[b], jobs=jobs[b]))
+    firsts, counts = inputs.blocks.first_step.tolist(), inputs.blocks.n_steps.tolist()
+    blocks = [
+        PlanBlock(first_step=first, steps=count, services=services[b], jobs=jobs[b])
+        for b, (first, count) in enumerate(zip(firsts, counts, strict=True))
+    ]
     return HorizonPlan(
         cluster=inputs.cluster,
         plan_id=plan_id,
@@ -87,7 +85,7 @@ def build_horizon_plan(
         issued_at=inputs.now,
         step_s=inputs.step_s,
         horizon_steps=inputs.horizon_steps,
-        steps=steps,
+        blocks=blocks,
         objective=objective,
         solver=solver,
         inputs_digest=digest,

@@ -1,5 +1,11 @@
 """Decisions: the HorizonPlan (every step of the horizon) and the Allocation (step 0 only).
 
+The HorizonPlan carries the horizon as blocks of consecutive steps that share one content (the
+planner decides per block, so a step-by-step list would repeat every job placement in every
+step of a block): ``blocks[k]`` covers steps ``first_step .. first_step + steps - 1``, and the
+blocks tile the horizon from step 0 with no gap or overlap. Consumers read a step through
+``plan.step(i)`` or ``plan.steps_expanded()`` (a :class:`PlanStep` view, not a wire record).
+
 Both are keyed by cluster and carry a deterministic ``plan_id`` derived from the planner's
 inputs, so a replayed decision is recognisably the same decision. Actuators consume only the
 Allocation; every decision in it carries a reason a person can read.
@@ -7,6 +13,9 @@ Allocation; every decision in it carries a reason a person can read.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import Field, model_validator
@@ -48,11 +57,24 @@ class JobPlacement(Part):
     )
 
 
-class PlanStep(Part):
-    index: StepIndex
-    start: UtcDatetime
+class PlanBlock(Part):
+    """Consecutive steps of the horizon that share one content: the services' capacity and the
+    jobs' placements in each of them."""
+
+    first_step: StepIndex
+    steps: HorizonSteps = Field(description="how many steps the block covers, from first_step")
     services: list[ServiceCapacity] = Field(default_factory=list)
     jobs: list[JobPlacement] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of a plan, as its block has it (a view for consumers; not on the wire)."""
+
+    index: int
+    start: datetime
+    services: list[ServiceCapacity]
+    jobs: list[JobPlacement]
 
 
 class SolverInfo(Part):
@@ -77,19 +99,44 @@ class HorizonPlan(Event):
     issued_at: UtcDatetime
     step_s: StepS
     horizon_steps: HorizonSteps
-    steps: list[PlanStep]
+    blocks: list[PlanBlock] = Field(min_length=1, description="the horizon in blocks, from step 0")
     objective: dict[str, float] = Field(default_factory=dict, description="objective terms by name")
     solver: SolverInfo
     inputs_digest: Name
 
     @model_validator(mode="after")
-    def _steps_match_horizon(self) -> HorizonPlan:
-        if len(self.steps) != self.horizon_steps:
-            raise ValueError(f"steps: {len(self.steps)} steps, horizon_steps says {self.horizon_steps}")
-        for i, step in enumerate(self.steps):
-            if step.index != i:
-                raise ValueError(f"steps[{i}].index: expected {i}, got {step.index}")
+    def _blocks_tile_horizon(self) -> HorizonPlan:
+        expected = 0
+        for k, block in enumerate(self.blocks):
+            if block.first_step != expected:
+                raise ValueError(f"blocks[{k}].first_step: expected {expected}, got {block.first_step}")
+            expected += block.steps
+        if expected != self.horizon_steps:
+            raise ValueError(f"blocks: cover {expected} steps, horizon_steps says {self.horizon_steps}")
         return self
+
+    def step_start(self, index: int) -> datetime:
+        return self.issued_at + timedelta(seconds=self.step_s * index)
+
+    def block_at(self, index: int) -> PlanBlock:
+        """The block that holds step ``index`` (IndexError outside the horizon)."""
+        if not 0 <= index < self.horizon_steps:
+            raise IndexError(f"step {index} is outside the plan's {self.horizon_steps} steps")
+        firsts = [block.first_step for block in self.blocks]
+        return self.blocks[bisect_right(firsts, index) - 1]
+
+    def step(self, index: int) -> PlanStep:
+        """Step ``index`` of the horizon (its block's services and jobs)."""
+        block = self.block_at(index)
+        return PlanStep(index, self.step_start(index), block.services, block.jobs)
+
+    def steps_expanded(self) -> list[PlanStep]:
+        """Every step of the horizon, in order."""
+        return [
+            PlanStep(t, self.step_start(t), block.services, block.jobs)
+            for block in self.blocks
+            for t in range(block.first_step, block.first_step + block.steps)
+        ]
 
     @property
     def key(self) -> str:

@@ -75,9 +75,9 @@ def plan_steps_by_hour(plan: HorizonPlan) -> dict[int, PlanStep]:
     steps: dict[int, PlanStep] = {}
     for hour in PLAN_HOURS_AHEAD:
         index = (hour * 3600) // plan.step_s
-        if index >= len(plan.steps):
+        if index >= plan.horizon_steps:
             break
-        steps[hour] = plan.steps[index]
+        steps[hour] = plan.step(index)
     return steps
 
 

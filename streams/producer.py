@@ -1,6 +1,7 @@
 """EventProducer: events of the catalogue onto their topics, encoded by ``schemas.codec``.
 
-Idempotent, ``acks=all``. ``send`` checks the event belongs on the topic and keys it by the
+Idempotent, ``acks=all``, zstd and the catalogue's record size limit (``PRODUCER_LIMITS``).
+``send`` checks the event belongs on the topic and keys it by the
 event's ``.key`` unless told otherwise. With a ``transactional_id`` it offers begin / commit /
 abort and ``send_offsets_to_transaction`` for read-process-write steps (Apache Kafka; Tansu's
 transactions are not real, see the broker handle's ``transactions`` flag).
@@ -17,7 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 
 from schemas.base import Event
 from schemas.codec import encode
-from schemas.topics import Topic
+from schemas.topics import PRODUCER_LIMITS, Topic
 from streams.kafka_client import Brokers, client_config
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class EventProducer:
                 "acks": "all",
                 "linger.ms": 5,
                 "message.timeout.ms": 30_000,
+                **PRODUCER_LIMITS,
             },
         )
         if transactional_id is not None:

@@ -22,13 +22,13 @@ def check_plan(st: ClusterState, decision: Decision, horizon_steps: int, step_s:
     plan = decode(HorizonPlan, encode(decision.plan))
     alloc = decode(Allocation, encode(decision.allocation))
     assert plan == HorizonPlan.model_validate(decision.plan.model_dump())
-    assert plan.horizon_steps == horizon_steps and len(plan.steps) == horizon_steps
+    assert plan.horizon_steps == horizon_steps and len(plan.steps_expanded()) == horizon_steps
     assert plan.step_s == step_s and alloc.step_s == step_s
-    for t, step in enumerate(plan.steps):
+    for t, step in enumerate(plan.steps_expanded()):
         assert step.start == st.as_of + timedelta(seconds=step_s * t)
     pools = {p.name: p for p in st.pools}
     jobs = {j.spec.job_id: j for j in st.jobs}
-    for step in plan.steps:
+    for step in plan.steps_expanded():
         used: dict[str, float] = {}
         for cap in step.services:
             used[cap.pool] = used.get(cap.pool, 0.0) + cap.gpus
@@ -55,7 +55,7 @@ def check_plan(st: ClusterState, decision: Decision, horizon_steps: int, step_s:
         if j.status == JobStatus.RUNNING and not j.spec.preemptible:
             d = decided[j.spec.job_id]
             assert d.action == JobAction.RUN and d.pool == j.pool, "a non-preemptible job was preempted"
-    step0 = {p.job_id: p for p in plan.steps[0].jobs}
+    step0 = {p.job_id: p for p in plan.step(0).jobs}
     for d in alloc.jobs:
         assert d.reason
         if d.action == JobAction.RUN:

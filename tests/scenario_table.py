@@ -237,10 +237,10 @@ def check_any_decision(row: Scenario, state: ClusterState, decision: Decision) -
     assert alloc.fallback == row.want_fallback and plan.solver.fallback == row.want_fallback
     for fragment in row.fallback_says:
         assert fragment in (alloc.fallback_reason or ""), (fragment, alloc.fallback_reason)
-    step0 = sorted((c.service, c.pool, c.replicas, c.gpus) for c in plan.steps[0].services if c.replicas)
+    step0 = sorted((c.service, c.pool, c.replicas, c.gpus) for c in plan.step(0).services if c.replicas)
     assert step0 == sorted((d.service, d.pool, d.replicas, d.gpus) for d in alloc.services if d.replicas)
     cotenants = {s.spec.service: s.spec.max_cotenants for s in state.services}
-    for step in plan.steps:
+    for step in plan.steps_expanded():
         for cap in step.services:
             assert cap.gpus >= cap.replicas / cotenants[cap.service] - 1e-6, (row.id, step.index, cap)
 
@@ -253,7 +253,7 @@ def check_job(row: Scenario, decision: Decision, job_id: str, want: JobWant) -> 
         assert fragment in got.reason, (row.id, job_id, fragment, got.reason)
     assert got.reason.startswith(want.reason_starts), (row.id, job_id, got.reason)
     if want.first_step_in is not None:
-        steps = [s.index for s in decision.plan.steps if any(p.job_id == job_id for p in s.jobs)]
+        steps = [s.index for s in decision.plan.steps_expanded() if any(p.job_id == job_id for p in s.jobs)]
         low, high = want.first_step_in
         assert steps and low <= min(steps) <= high, (row.id, job_id, steps[:1])
 
@@ -268,7 +268,7 @@ def check_service(row: Scenario, decision: Decision, name: str, want: Serve) -> 
     for fragment in want.says:
         assert mine and all(fragment in d.reason for d in mine), (row.id, name, fragment, mine)
     curve = next(s.forecast for s in row.services if s.name == name)
-    for step in decision.plan.steps:
+    for step in decision.plan.steps_expanded():
         caps = [c for c in step.services if c.service == name]
         if want.covers_forecast:
             assert sum(c.gpus for c in caps) >= curve[step.index] - 1e-6, (row.id, name, step.index)

@@ -24,7 +24,7 @@ from schemas import (
     JobSpec,
     JobState,
     JobStatus,
-    PlanStep,
+    PlanBlock,
     ServiceCapacity,
     ServiceDecision,
     ServiceState,
@@ -175,9 +175,9 @@ def decision(
     jobs = list(jobs)
     digest = inputs_digest(state, forecasts, now, config_fingerprint(settings))
     plan_id = plan_id_for(state.cluster, policy, digest)
-    step = PlanStep(
-        index=0,
-        start=now,
+    block = PlanBlock(
+        first_step=0,
+        steps=1,
         services=[
             ServiceCapacity(service=s.service, pool=s.pool, replicas=s.replicas, gpus=s.gpus)
             for s in services
@@ -195,7 +195,7 @@ def decision(
         issued_at=now,
         step_s=state.step_s,
         horizon_steps=1,
-        steps=[step],
+        blocks=[block],
         solver=SolverInfo(solver="greedy", status="ok", time_ms=0.0),
         inputs_digest=digest,
     )

@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from loop import Clock
 from schemas import GpuSample
 from schemas.codec import encode
-from schemas.topics import GPU_SAMPLES
+from schemas.topics import GPU_SAMPLES, PRODUCER_LIMITS
 from streams.health import Heartbeat
 from streams.kafka_client import Brokers, client_config
 from streams.metrics import EbbtideMetrics
@@ -37,7 +37,9 @@ def run_collector(
     heartbeat: Heartbeat | None = None,
 ) -> int:
     """Produce ``sample(now)`` every ``interval_s`` until ``stop`` is set; returns the exit code."""
-    producer = Producer(client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 20}))
+    producer = Producer(
+        client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 20, **PRODUCER_LIMITS})
+    )
     topic = topic_prefix + GPU_SAMPLES.name
     try:
         while not stop.is_set():

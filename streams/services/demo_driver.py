@@ -23,7 +23,7 @@ from confluent_kafka import Message, Producer
 from schemas import ActuationResult, Allocation, ClusterState, DemandForecast
 from schemas.codec import encode
 from schemas.targets import plan_target
-from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from schemas.topics import DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS, PRODUCER_LIMITS
 from streams.kafka_client import Brokers, client_config
 from streams.services.runtime import ServiceRuntime
 from streams.services.threads import run_threads
@@ -142,7 +142,9 @@ class StepFeed:
 
     def __init__(self, bootstrap: Brokers, prefix: str) -> None:
         self.prefix = prefix
-        self.producer = Producer(client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 5}))
+        self.producer = Producer(
+            client_config(bootstrap, {"enable.idempotence": True, "linger.ms": 5, **PRODUCER_LIMITS})
+        )
         self.offsets: dict[tuple[str, int], int] = {}
         self.produced = 0
 

@@ -21,6 +21,12 @@ outgoing events (and may emit more on a timer). :class:`ServiceRuntime` does the
    commit abort; the same rewind follows). While the processor says ``pending()`` (it holds an
    input it has not answered yet) no offset is committed. A commit the group refuses because it
    forgot the member (a broker restarted past the session timeout) is retried, never a crash.
+5. an output its topic cannot hold (the producer's or the broker's MSG_SIZE_TOO_LARGE) is no
+   failed delivery to retry: it is dropped and dead-lettered with its size and the limits
+   (streams/services/oversized.py), and the inputs are committed after the letter is written.
+   Transactional, a broker's refusal aborts the transaction as any failed output does; the
+   replay then dead-letters that topic and key's output of at least the refused size.
+   Every producer compresses (zstd) and takes records up to the catalogue's MAX_RECORD_BYTES.
 
 Each completed poll (steps 1-4, with or without records) beats the runtime's ``heartbeat`` when it
 has one: the service's /healthz answers from it (streams.health).
@@ -48,12 +54,14 @@ from confluent_kafka import (
 )
 
 from schemas.codec import encode
+from schemas.topics import BY_NAME, DEAD_LETTERS, MAX_RECORD_BYTES, PRODUCER_LIMITS
 from streams.gc_tuning import freeze_warm_objects, tune_gc_for_batches
 from streams.health import Heartbeat
 from streams.kafka_client import Brokers, client_config
 from streams.services.batch_decode import BatchDecoder
 from streams.services.dispatch import Outgoing, Processor, handle_run
 from streams.services.observe import ServiceMetrics
+from streams.services.oversized import is_too_large, oversized_letter
 from streams.services.restore import read_topic_to_end
 
 __all__ = [
@@ -89,6 +97,7 @@ class RuntimeStats:
     batches: int = 0
     delivery_failures: int = 0
     rewinds: int = 0
+    oversized: int = 0
     last_error: str | None = None
     positions: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -107,6 +116,7 @@ class ServiceRuntime:
     topic_prefix: str = ""
     max_poll_interval_ms: int = 300_000
     retry_backoff_s: float = 0.5
+    max_record_bytes: int = MAX_RECORD_BYTES  # the producer's message.max.bytes (uncompressed)
     on_batch: Callable[[RuntimeStats], None] | None = None
     observe: ServiceMetrics | None = None
     heartbeat: Heartbeat | None = None
@@ -131,6 +141,11 @@ class ServiceRuntime:
         # Delivery reports since the last commit, and the next offset to commit per input partition.
         self._failed_deliveries = 0
         self._to_commit: dict[tuple[str, int], int] = {}
+        self._oversized: list[Outgoing] = []  # dead letters of outputs the broker refused as too large
+        # Transactional: (topic, key) -> (size, error) of an output the broker refused as too large; the
+        # aborted transaction's replay dead-letters an output there at least that large instead of
+        # sending it again (a replayed decision is the same record, unless a time limit changed it).
+        self._refused: dict[tuple[str, bytes | None], tuple[int, KafkaError]] = {}
 
     def _consumer_config(self) -> dict[str, Any]:
         return client_config(
@@ -161,7 +176,14 @@ class ServiceRuntime:
 
     def _new_producer(self) -> Producer:
         conf = client_config(
-            self.bootstrap, {"enable.idempotence": True, "linger.ms": 5, "error_cb": self._on_client_error}
+            self.bootstrap,
+            {
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "error_cb": self._on_client_error,
+                **PRODUCER_LIMITS,
+                "message.max.bytes": self.max_record_bytes,
+            },
         )
         if self.transactional:
             conf["transactional.id"] = self.transactional_id or f"{self.group_id}-{uuid.uuid4().hex[:8]}"
@@ -195,19 +217,58 @@ class ServiceRuntime:
             if self.observe is not None:
                 self.observe.output(event)
             key = getattr(event, "key", None)
-            self._producer.produce(
-                self.topic_prefix + dest.name,
-                value=encode(event),
-                key=key.encode() if key else None,
-                on_delivery=self._on_delivery,
-            )
+            value, record_key = encode(event), key.encode() if key else None
+            refused = self._refused.get((self.topic_prefix + dest.name, record_key))
+            if refused is not None and len(value) >= refused[0]:
+                self._produce([self._too_large(dest.name, record_key, value, refused[1], by_broker=True)])
+                continue
+            try:
+                self._producer.produce(
+                    self.topic_prefix + dest.name, value=value, key=record_key, on_delivery=self._on_delivery
+                )
+            except KafkaException as exc:
+                if not is_too_large(exc.args[0]) or dest is DEAD_LETTERS:
+                    raise
+                self._produce([self._too_large(dest.name, record_key, value, exc.args[0], by_broker=False)])
+                continue
             self.stats.produced += 1
             self._producer.poll(0)
+
+    def _too_large(
+        self, topic_name: str, key: bytes | None, value: bytes, error: KafkaError, *, by_broker: bool
+    ) -> Outgoing:
+        """The dead letter of an output its topic cannot hold (counted; see streams/services/oversized.py)."""
+        self.stats.oversized += 1
+        self.stats.last_error = str(error)
+        name = topic_name.removeprefix(self.topic_prefix)
+        event = BY_NAME[name].event.__name__ if name in BY_NAME else "record"
+        letter = oversized_letter(
+            topic_name=self.topic_prefix + name,
+            prefix=self.topic_prefix,
+            key=key,
+            value_bytes=len(value),
+            producer_limit=self.max_record_bytes,
+            event_name=event,
+            error=error,
+            consumer=self.processor.name,
+            by_broker=by_broker,
+        )
+        return DEAD_LETTERS, letter
 
     def _on_delivery(self, error: KafkaError | None, msg: Message) -> None:
         """The broker's answer for one output; a failure holds back the commit (see :meth:`_commit`)."""
         if error is None:
             return
+        if is_too_large(error) and msg.topic() != self.topic_prefix + DEAD_LETTERS.name:
+            value = msg.value() or b""
+            if self.transactional:  # the transaction aborts; its replay dead-letters the record
+                key = (msg.topic() or "", msg.key())
+                smallest = min(len(value), self._refused.get(key, (len(value), error))[0])
+                self._refused[key] = (smallest, error)
+            else:
+                letter = self._too_large(msg.topic() or "", msg.key(), value, error, by_broker=True)
+                self._oversized.append(letter)
+                return
         self._failed_deliveries += 1
         self.stats.delivery_failures += 1
         self.stats.last_error = str(error)
@@ -224,6 +285,9 @@ class ServiceRuntime:
         processed again (the decisions are deterministic, so the replay produces the same plans).
         """
         self._producer.poll(0)  # serve the delivery reports that came in
+        if self._oversized:
+            letters, self._oversized = self._oversized, []
+            self._produce(letters)
         if not self.transactional and self._failed_deliveries:
             self._rewind_after_failed_delivery()  # also while pending: the processor must answer again
             return
@@ -258,6 +322,8 @@ class ServiceRuntime:
         if self._failed_deliveries:
             self._rewind_after_failed_delivery()
             return False
+        if self._oversized:
+            return False  # their dead letters are written (next poll) before the inputs are committed
         assignment = set(self._consumer.assignment())
         offsets = [
             TopicPartition(topic, partition, offset)

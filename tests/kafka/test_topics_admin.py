@@ -40,6 +40,8 @@ def test_catalogue_topics_created_once_and_aligned_after(kafka_broker, topic_pre
         assert configs["cleanup.policy"] == t.cleanup_policy, t.name
         if t.retention_ms is not None:
             assert configs["retention.ms"] == str(t.retention_ms), t.name
+        assert configs["compression.type"] == "zstd", t.name
+        assert configs["max.message.bytes"] == str(t.max_message_bytes), t.name
 
 
 def test_drifted_config_and_missing_partitions_are_repaired(kafka_broker, topic_prefix) -> None:

@@ -314,7 +314,7 @@ def test_explain_plan_and_status_read_what_the_loop_wrote(kafka_broker, topic_pr
     latest = next(p for p in plans if isinstance(p, HorizonPlan) and p.plan_id == last.plan_id)
     assert view["plan_id"] == last.plan_id and view["step"] == 0
     assert {(j["job_id"], j["gpus"]) for j in view["jobs"]} == {
-        (j.job_id, j.gpus) for j in latest.steps[0].jobs
+        (j.job_id, j.gpus) for j in latest.step(0).jobs
     }
     beyond = runner.invoke(app, ["plan", "--at", f"{(last.issued_at.hour + 12) % 24:02d}:00"])
     assert beyond.exit_code == 1 and "past the plan's horizon" in beyond.output  # the harness plans 2 h

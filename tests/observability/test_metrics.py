@@ -23,7 +23,7 @@ from schemas import (
     JobSpec,
     JobState,
     JobStatus,
-    PlanStep,
+    PlanBlock,
     PoolState,
     ServiceDecision,
     ServiceSpec,
@@ -57,7 +57,7 @@ def decision(
         issued_at=T0,
         step_s=900,
         horizon_steps=1,
-        steps=[PlanStep(index=0, start=T0)],
+        blocks=[PlanBlock(first_step=0, steps=1)],
         objective={"work": 12.5, "shortfall": -3.0},
         solver=SolverInfo(
             solver="highs", status="optimal", time_ms=40.0, gap=gap, fallback=fallback, fallback_reason=reason

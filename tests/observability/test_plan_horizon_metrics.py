@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
-from schemas import HorizonPlan, JobPlacement, PlanStep, ServiceCapacity, SolverInfo
+from schemas import HorizonPlan, JobPlacement, PlanBlock, PlanStep, ServiceCapacity, SolverInfo
 from streams.metric_series import PLAN_HOURS_AHEAD, plan_steps_by_hour
 from streams.metrics import EbbtideMetrics
 
@@ -21,7 +21,7 @@ def plan(steps: list[PlanStep], step_s: int = 900) -> HorizonPlan:
         issued_at=T0,
         step_s=step_s,
         horizon_steps=len(steps),
-        steps=steps,
+        blocks=[PlanBlock(first_step=s.index, steps=1, services=s.services, jobs=s.jobs) for s in steps],
         solver=SolverInfo(solver="highs", status="optimal", time_ms=10.0),
         inputs_digest="d1",
     )

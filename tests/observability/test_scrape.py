@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from loop import Decision
-from schemas import Allocation, HorizonPlan, PlanStep, ServiceDecision, SolverInfo
+from schemas import Allocation, HorizonPlan, PlanBlock, ServiceDecision, SolverInfo
 from streams.metrics import EbbtideMetrics
 from streams.metrics_http import serve_metrics
 
@@ -26,7 +26,7 @@ def fallback_decision() -> Decision:
     reason = "HiGHS hit the 10 s time limit"
     plan = HorizonPlan(
         cluster="c1", plan_id="p1", policy="ebbtide", issued_at=T0, step_s=900, horizon_steps=1,
-        steps=[PlanStep(index=0, start=T0)], objective={"work_gpu_s": 3600.0},
+        blocks=[PlanBlock(first_step=0, steps=1)], objective={"work_gpu_s": 3600.0},
         solver=SolverInfo(solver="highs", status="time_limit", time_ms=10_000.0, fallback=True,
                           fallback_reason=reason),
         inputs_digest="d1",

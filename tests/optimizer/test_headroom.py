@@ -63,7 +63,7 @@ def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
     assert "burst headroom" in borrowers[0].reason
     _check_take_back(cluster, decision)
     # the plan's step 0 says the same as the allocation
-    step0 = decision.plan.steps[0]
+    step0 = decision.plan.step(0)
     assert {p.job_id for p in step0.jobs if p.borrows_from} == {j.job_id for j in borrowers}
     assert next(c for c in step0.services if c.service == "chat").burst_gpus == chat.burst_gpus
 

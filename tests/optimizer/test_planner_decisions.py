@@ -159,7 +159,7 @@ def test_same_inputs_give_the_same_plan_id() -> None:
     one = PlannerPolicy().decide(cluster, {}, NOW)
     two = PlannerPolicy().decide(cluster, {}, NOW)
     assert one.plan.plan_id == two.plan.plan_id == one.allocation.plan_id
-    assert one.plan.steps[0].jobs == two.plan.steps[0].jobs
+    assert one.plan.step(0).jobs == two.plan.step(0).jobs
     third = PlannerPolicy(name="oracle").decide(cluster, {}, NOW)
     assert third.plan.plan_id != one.plan.plan_id and third.plan.policy == "oracle"
 

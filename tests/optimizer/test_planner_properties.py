@@ -174,14 +174,14 @@ def test_published_plan_and_allocation_validate_and_agree_on_step_zero() -> None
         decision = planner.decide(cluster.model_copy(update={"as_of": now}), forecasts, now)
         plan = HorizonPlan.model_validate(decision.plan.model_dump())
         allocation = Allocation.model_validate(decision.allocation.model_dump())
-        assert [s.index for s in plan.steps] == list(range(config.horizon_steps))
-        assert [s.start for s in plan.steps] == [
+        assert [s.index for s in plan.steps_expanded()] == list(range(config.horizon_steps))
+        assert [s.start for s in plan.steps_expanded()] == [
             now + timedelta(seconds=config.step_s * t) for t in range(config.horizon_steps)
         ]
         running = {d.job_id: d.pool for d in allocation.jobs if d.action == JobAction.RUN}
-        assert {p.job_id: p.pool for p in plan.steps[0].jobs} == running
+        assert {p.job_id: p.pool for p in plan.step(0).jobs} == running
         assert all(d.reason for d in allocation.jobs) and all(d.reason for d in allocation.services)
-        by_pool = {(c.service, c.pool): c.replicas for c in plan.steps[0].services}
+        by_pool = {(c.service, c.pool): c.replicas for c in plan.step(0).services}
         for d in allocation.services:
             assert by_pool.get((d.service, d.pool), 0) == d.replicas
         jobs = [

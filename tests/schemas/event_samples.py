@@ -27,7 +27,7 @@ from schemas import (
     JobSpec,
     JobState,
     JobStatus,
-    PlanStep,
+    PlanBlock,
     PoolInventory,
     PoolState,
     PoolWindow,
@@ -124,10 +124,10 @@ def demand_forecast(steps: int = 4, **over: Any) -> dict[str, Any]:
 
 
 def horizon_plan(steps: int = 2, **over: Any) -> dict[str, Any]:
-    plan_steps = [
-        PlanStep(
-            index=i,
-            start=T0 + timedelta(seconds=300 * i),
+    blocks = [
+        PlanBlock(
+            first_step=i,
+            steps=1,
             services=[ServiceCapacity(service="chat", pool="a100", replicas=3, gpus=3.0)],
             jobs=[JobPlacement(job_id="train-42", pool="a100", gpus=8)],
         )
@@ -140,7 +140,7 @@ def horizon_plan(steps: int = 2, **over: Any) -> dict[str, Any]:
         issued_at=T0,
         step_s=300,
         horizon_steps=steps,
-        steps=plan_steps,
+        blocks=blocks,
         objective={"slo": 1.5, "cost": 20.25},
         solver=SolverInfo(solver="highs", status="optimal", time_ms=41.0, gap=0.0),
         inputs_digest="sha256-00ff",

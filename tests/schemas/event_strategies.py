@@ -33,7 +33,7 @@ from schemas import (
     JobSpec,
     JobState,
     JobStatus,
-    PlanStep,
+    PlanBlock,
     PoolInventory,
     PoolState,
     PoolWindow,
@@ -177,12 +177,13 @@ solver_infos = st.one_of(
 
 @st.composite
 def horizon_plans(draw: st.DrawFn) -> HorizonPlan:
-    steps = draw(st.integers(1, 4))
+    lengths = draw(st.lists(st.integers(1, 3), min_size=1, max_size=4))
+    firsts = [sum(lengths[:k]) for k in range(len(lengths))]
     start = draw(utc_times)
-    plan_steps = [
-        PlanStep(
-            index=i,
-            start=start + timedelta(seconds=60 * i),
+    blocks = [
+        PlanBlock(
+            first_step=first,
+            steps=length,
             services=draw(
                 st.lists(
                     st.builds(ServiceCapacity, service=names, pool=names, replicas=counts, gpus=non_neg),
@@ -193,7 +194,7 @@ def horizon_plans(draw: st.DrawFn) -> HorizonPlan:
                 st.lists(st.builds(JobPlacement, job_id=names, pool=names, gpus=pos_counts), max_size=2)
             ),
         )
-        for i in range(steps)
+        for first, length in zip(firsts, lengths, strict=True)
     ]
     return HorizonPlan(
         cluster=draw(names),
@@ -201,8 +202,8 @@ def horizon_plans(draw: st.DrawFn) -> HorizonPlan:
         policy=draw(names),
         issued_at=start,
         step_s=draw(pos_counts),
-        horizon_steps=steps,
-        steps=plan_steps,
+        horizon_steps=sum(lengths),
+        blocks=blocks,
         objective=draw(st.dictionaries(names, st.floats(-1e9, 1e9), max_size=3)),
         solver=draw(solver_infos),
         inputs_digest=draw(names),
