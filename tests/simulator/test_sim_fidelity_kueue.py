@@ -35,12 +35,18 @@ def test_compare_reads_order_and_time_differences() -> None:
     same = {"x1": JobTimes([0.1], 2.2), "x2": JobTimes([2.3], 4.4), "x3": JobTimes([1.2], 3.3)}
     report = compare(sim, same, jobs=jobs, step_real_s=1.0, kueue_version="test")
     summary = report.summary()
-    assert summary["same_admission_order"] and math.isclose(summary["kendall_tau"], 1.0)
+    assert summary["same_admissions"] and math.isclose(summary["kendall_tau"], 1.0)
+    late = {"x1": JobTimes([0.1], 2.2), "x2": JobTimes([3.1], 4.4), "x3": JobTimes([1.2], 3.3)}
+    assert not compare(sim, late, jobs=jobs, step_real_s=1.0, kueue_version="test").summary()[
+        "same_admissions"
+    ]
     assert math.isclose(summary["max_start_diff_steps"], 0.3)
     assert math.isclose(summary["max_finish_diff_steps"], 0.4)
     swapped = {"x1": JobTimes([0.1], 2.2), "x2": JobTimes([1.1], 3.2), "x3": JobTimes([2.2], 4.3)}
     report = compare(sim, swapped, jobs=jobs, step_real_s=1.0, kueue_version="test")
-    assert report.order("real") == ["x1", "x2", "x3"] != report.order("sim")
+    assert report.order("real") == [(0, "x1"), (1, "x2"), (2, "x3")]
+    assert report.order("sim") == [(0, "x1"), (1, "x3"), (2, "x2")]
+    assert not report.summary()["same_admissions"]
     assert report.summary()["kendall_tau"] < 1.0
     unfinished = {"x1": JobTimes([0.0], 2.0), "x2": JobTimes([2.0], None), "x3": JobTimes([], None)}
     summary = compare(sim, unfinished, jobs=jobs, step_real_s=1.0, kueue_version="test").summary()

@@ -1,0 +1,88 @@
+"""The simulated kueue-hpa baseline against the real Kueue v0.17 on the Kubernetes harness.
+
+Real kube-apiserver, controller-manager (Job controller), kube-scheduler, KWOK nodes (2 x 8
+nvidia.com/gpu) and Kueue's manager (tests/actuators/kueue_manager.py); the workload and the
+comparison are bench/fidelity_kueue.py's, run as ``ebbtide bench-fidelity-kueue`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_cluster import ADMIN_TOKEN
+from kube_control_plane import ControlPlane, gpu_node, wait_for
+from kueue_manager import KueueManager, build_kueue
+
+from actuators.kube import api_client
+from bench.fidelity_kueue import GPUS_PER_NODE, NODES, render_table
+from bench.fidelity_kueue_cluster import ApiTarget, run_fidelity
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kubernetes, pytest.mark.kueue, pytest.mark.timeout(3600)]
+
+STEP_REAL_S = float(os.environ.get("EBBTIDE_FIDELITY_STEP_S", "8"))
+POOL = "fidelity-kueue"
+
+
+@pytest.fixture
+def kueue(kube_control_plane: ControlPlane) -> Iterator[tuple[KueueManager, Any, str]]:
+    """Kueue running on the control plane, its nodes created and Ready, a fresh namespace."""
+    from kubernetes import client
+
+    binary, reason = build_kueue()
+    if binary is None:
+        pytest.skip(f"Kueue is not available: {reason}")
+    admin = api_client(kube_control_plane.cluster.configuration(ADMIN_TOKEN))
+    core = client.CoreV1Api(admin)
+    names = [f"fid-{uuid.uuid4().hex[:6]}-{i}" for i in range(NODES)]
+    for name in names:
+        core.create_node(gpu_node(name, POOL, gpus=GPUS_PER_NODE))
+    namespace = f"fid-{uuid.uuid4().hex[:8]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    manager = KueueManager(plane=kube_control_plane, binary=binary)
+    manager.start(admin)
+    wait_for("the fidelity nodes Ready and untainted", lambda: all(_schedulable(core, n) for n in names))
+    try:
+        yield manager, admin, namespace
+    finally:
+        manager.stop()
+        core.delete_namespace(namespace)
+        for name in names:
+            core.delete_node(name)
+
+
+def _schedulable(core: Any, name: str) -> bool:
+    node = core.read_node(name)
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    return ready and not node.spec.taints
+
+
+def test_kueue_admits_as_the_simulated_baseline(kueue: tuple[KueueManager, Any, str]) -> None:
+    from rich.console import Console
+
+    manager, _, namespace = kueue
+    plane = manager.plane
+    target = ApiTarget(
+        server=plane.cluster.url, token=ADMIN_TOKEN, ca_file=plane.cluster.root / "certs" / "apiserver.crt"
+    )
+    report = run_fidelity(
+        target, namespace=namespace, pool=POOL, step_real_s=STEP_REAL_S, kueue_version="v0.17.0"
+    )
+    Console(width=200).print(render_table(report))
+    out = os.environ.get("EBBTIDE_FIDELITY_JSON")
+    if out:
+        Path(out).write_text(json.dumps(report.as_dict(), indent=2))
+    summary = report.summary()
+    assert summary["unfinished_real"] == [], manager.log_tail()
+    # Same semantics, so the same admissions in the same order; the real times lag by the
+    # controllers' latency (Kueue, the Job controller, the scheduler, KWOK), which adds up along a
+    # chain of jobs that wait for each other: under one step each.
+    assert report.order("sim") == report.order("real"), summary
+    assert summary["same_admission_counts"], summary
+    assert summary["max_start_diff_steps"] < 1.0, summary
+    assert summary["max_finish_diff_steps"] < 1.0, summary
