@@ -20,8 +20,7 @@ from kube_control_plane import ControlPlane, gpu_node, wait_for
 from kueue_manager import KueueManager, build_kueue
 
 from actuators.kube import api_client
-from bench.fidelity_kueue import GPUS_PER_NODE, NODES, render_table
-from bench.fidelity_kueue_cluster import ApiTarget, run_fidelity
+from bench.fidelity_kueue import GPUS_PER_NODE, NODES, JobTimes, compare
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kubernetes, pytest.mark.kueue, pytest.mark.timeout(3600)]
 
@@ -62,21 +61,30 @@ def _schedulable(core: Any, name: str) -> bool:
     return ready and not node.spec.taints
 
 
-def test_kueue_admits_as_the_simulated_baseline(kueue: tuple[KueueManager, Any, str]) -> None:
-    from rich.console import Console
+def test_kueue_admits_as_the_simulated_baseline(kueue: tuple[KueueManager, Any, str], tmp_path: Path) -> None:
+    """``ebbtide bench-fidelity-kueue`` against the harness: its JSON, rebuilt into a report, and verdict."""
+    import typer
+    from typer.testing import CliRunner
+
+    from ebbtide import cli_bench_fidelity_kueue
+
+    app = typer.Typer()
+    cli_bench_fidelity_kueue.register(app)
+    app.command("noop")(lambda: None)  # a multi-command app, so the command is a subcommand
 
     manager, _, namespace = kueue
-    plane = manager.plane
-    target = ApiTarget(
-        server=plane.cluster.url, token=ADMIN_TOKEN, ca_file=plane.cluster.root / "certs" / "apiserver.crt"
+    cluster = manager.plane.cluster
+    out = Path(os.environ.get("EBBTIDE_FIDELITY_JSON") or tmp_path / "fidelity-kueue.json")
+    argv = ["bench-fidelity-kueue", "--server", cluster.url, "--token", ADMIN_TOKEN,
+            "--ca-file", str(cluster.root / "certs" / "apiserver.crt"), "--namespace", namespace,
+            "--pool", POOL, "--step-real-s", str(STEP_REAL_S), "--json", str(out)]  # fmt: skip
+    result = CliRunner().invoke(app, argv)
+    print(result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    figures = json.loads(out.read_text())
+    report = compare(
+        timeline(figures, "sim"), timeline(figures, "real"), step_real_s=STEP_REAL_S, kueue_version="v0.17.0"
     )
-    report = run_fidelity(
-        target, namespace=namespace, pool=POOL, step_real_s=STEP_REAL_S, kueue_version="v0.17.0"
-    )
-    Console(width=200).print(render_table(report))
-    out = os.environ.get("EBBTIDE_FIDELITY_JSON")
-    if out:
-        Path(out).write_text(json.dumps(report.as_dict(), indent=2))
     summary = report.summary()
     assert summary["unfinished_real"] == [], manager.log_tail()
     # Same semantics, so the same decisions: every job admitted as often (the same preemptions) and
@@ -87,3 +95,8 @@ def test_kueue_admits_as_the_simulated_baseline(kueue: tuple[KueueManager, Any, 
     assert summary["same_admission_counts"], summary
     assert summary["discordant_pairs"] == 0, (report.order("sim"), report.order("real"))
     assert summary["max_admission_lag_steps"] < 2.0, summary
+    assert result.exit_code == 0, result.output
+
+
+def timeline(figures: dict[str, Any], side: str) -> dict[str, JobTimes]:
+    return {j["job_id"]: JobTimes(j[f"{side}_starts"], j[f"{side}_finish"]) for j in figures["jobs"]}
