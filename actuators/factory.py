@@ -82,6 +82,12 @@ class ActuatorConfig(_Part):
     retry_attempts: int = Field(default=4, ge=1, le=20)
     retry_base_delay_s: float = Field(default=0.5, ge=0)
     retry_max_delay_s: float = Field(default=10.0, ge=0)
+    max_allocation_skew_s: float = Field(
+        default=86_400.0,
+        gt=0.0,
+        le=366 * 86_400.0,
+        description="an Allocation issued more than this past the actuator's clock is dead-lettered",
+    )
     kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig)
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
 

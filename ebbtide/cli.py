@@ -25,6 +25,7 @@ _COMMAND_MODULES = (
     "ebbtide.cli_run",
     "ebbtide.cli_bench_decisions",
     "ebbtide.cli_bench_kube",
+    "ebbtide.cli_bench_fidelity_kueue",
     "ebbtide.cli_bench_fidelity_slurm",
     "ebbtide.cli_inspect",
 )

@@ -176,6 +176,8 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
         processor = ActuatorProcessor(
             backend=parts.backend or default_backend(settings),
             backend_name=parts.backend_name if parts.backend else settings.actuator.backend,
+            clock=parts.clock or WallClock(),
+            max_allocation_skew_s=settings.actuator.max_allocation_skew_s,
         )
         processor.remember(
             read_topic_to_end(bootstrap, ACTUATIONS, idle_s=0.5, prefix=settings.kafka.topic_prefix)

@@ -159,7 +159,7 @@ class ClusterState(Event):
     cluster: Name
     as_of: UtcDatetime
     step_s: StepS
-    pools: list[PoolState]
+    pools: list[PoolState] = Field(min_length=1, description="a cluster has at least one pool")
     services: list[ServiceState] = Field(default_factory=list)
     jobs: list[JobState] = Field(default_factory=list)
     quotas_gpus: dict[Name, PoolGpus] = Field(default_factory=dict, description="GPU quota by team")

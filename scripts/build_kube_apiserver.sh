@@ -3,7 +3,9 @@
 # pinned): kube-apiserver, kube-controller-manager (the Job controller) and kube-scheduler, and install
 # etcd-server from Debian, for the Kubernetes actuator's and source's integration and e2e tests.
 # Idempotent and cached: each binary lands in $EBBTIDE_CACHE_DIR/kube/bin (default ~/.cache/ebbtide);
-# a binary already there is not rebuilt. One module and one Go build cache serve all three builds.
+# a binary already there is not rebuilt (unless it does not report $K8S_VERSION: builds before the
+# version was stamped said v0.0.0-master, which clients that parse the server's /version, Kueue's
+# manager among them, refuse). One module and one Go build cache serve all three builds.
 set -euo pipefail
 
 K8S_VERSION="${EBBTIDE_K8S_VERSION:-v1.34.4}"
@@ -19,7 +21,7 @@ fi
 
 missing=()
 for component in "${COMPONENTS[@]}"; do
-  if [ -x "$BIN_DIR/$component-$K8S_VERSION" ]; then
+  if [ -x "$BIN_DIR/$component-$K8S_VERSION" ] && "$BIN_DIR/$component-$K8S_VERSION" --version 2>/dev/null | grep -qF "$K8S_VERSION"; then
     ln -sf "$BIN_DIR/$component-$K8S_VERSION" "$BIN_DIR/$component"
     echo "build_kube_apiserver: cached $BIN_DIR/$component-$K8S_VERSION"
   else
@@ -59,10 +61,14 @@ go mod tidy -e >/dev/null 2>&1 || true
 for component in "${missing[@]}"; do
   go get "k8s.io/kubernetes/cmd/$component@$K8S_VERSION"
 done
+# What /version and --version report (k8s.io/component-base/version), as a release build would.
+minor="${K8S_VERSION#v1.}"
+VERSION_FLAGS="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+VERSION_FLAGS="$VERSION_FLAGS -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/component-base/version.gitTreeState=clean"
 for component in "${missing[@]}"; do
   bin="$BIN_DIR/$component-$K8S_VERSION"
   start=$(date +%s)
-  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" "k8s.io/kubernetes/cmd/$component"
+  CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w $VERSION_FLAGS" -o "$bin.tmp" "k8s.io/kubernetes/cmd/$component"
   mv "$bin.tmp" "$bin"
   ln -sf "$bin" "$BIN_DIR/$component"
   echo "build_kube_apiserver: built $bin in $(( $(date +%s) - start )) s"

@@ -20,6 +20,10 @@ may be anywhere), then forgotten. An Allocation already expired by then (``valid
 the newest ``issued_at`` less ``retain_s``) and not remembered is superseded by newer plans: it
 is answered ``skipped``, never handed to the backend. Plans restored from the actuations topic
 are remembered until ``retain_s`` after their result's time (or until replayed, which dates them).
+
+With a ``clock``, an Allocation issued more than ``max_allocation_skew_s`` past it is
+dead-lettered (``on_event`` raises ValueError) before it dates anything: otherwise one Allocation
+dated 2200 would make every later one "expired: superseded", and nothing would be applied again.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from loop import Actuator
+from loop import Actuator, Clock
 from schemas import ActuationResult, Allocation
 from schemas.actuation import Outcome
 from schemas.base import Event
@@ -63,6 +67,8 @@ class ActuatorProcessor:
     expires: dict[str, datetime] = field(default_factory=dict)
     targets: dict[str, set[str]] = field(default_factory=dict)
     newest_issued_at: datetime | None = None
+    clock: Clock | None = None
+    max_allocation_skew_s: float = 86_400.0
 
     def remember(self, results: Iterable[Event]) -> None:
         """Restore what was applied from earlier ActuationResults (read back at start)."""
@@ -94,6 +100,7 @@ class ActuatorProcessor:
     def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
         assert isinstance(event, Allocation)
         allocation = event
+        self._check_time(allocation)
         plan_id, now = allocation.plan_id, datetime.now(UTC)
         if self._advance(allocation):
             self.expired += 1
@@ -120,6 +127,18 @@ class ActuatorProcessor:
             out.append(self._note(allocation, marker, "applied", now))
             self._done(plan_id, marker)
         return out
+
+    def _check_time(self, allocation: Allocation) -> None:
+        """ValueError (a dead letter) when the Allocation is issued too far past the clock."""
+        if self.clock is None:
+            return
+        now = self.clock.now()
+        if allocation.issued_at > now + timedelta(seconds=self.max_allocation_skew_s):
+            raise ValueError(
+                f"issued_at: {allocation.issued_at.isoformat()} is more than "
+                f"{self.max_allocation_skew_s:g} s past the actuator's clock ({now.isoformat()}; "
+                "setting actuator.max_allocation_skew_s)"
+            )
 
     def _note(
         self, allocation: Allocation, target: str, outcome: Outcome, now: datetime, error: str | None = None

@@ -50,18 +50,23 @@ class FeedClock:
             self._now = when
 
 
+KEEP_APPLIED_STEPS = 4
+"""Steps of applied Allocations the demo backend remembers (the driver waits on the current one)."""
+
+
 class SimulatorBackend:
     """The actuator backend of the demo: applies an Allocation to the simulated cluster.
 
     Only the Allocation for the simulator's current step is applied; any other (a replay, or
-    one decided from a snapshot of another step) is answered ``skipped`` with the reason.
+    one decided from a snapshot of another step) is answered ``skipped`` with the reason. It
+    remembers the Allocations of the last :data:`KEEP_APPLIED_STEPS` steps only (the driver asks
+    for the current step's), so a run of days holds no more than a long one of minutes.
     """
 
     def __init__(self, sim: object, cluster: str) -> None:
         self.sim = sim
         self.cluster = cluster
         self.applied: dict[datetime, Allocation] = {}
-        self.results: dict[datetime, Sequence[ActuationResult]] = {}
         self._lock = threading.Lock()
 
     def apply(self, allocation: Allocation) -> Sequence[ActuationResult]:
@@ -83,7 +88,8 @@ class SimulatorBackend:
         results: Sequence[ActuationResult] = self.sim.apply(allocation)  # type: ignore[attr-defined]
         with self._lock:
             self.applied[now] = allocation
-            self.results[now] = results
+            while len(self.applied) > KEEP_APPLIED_STEPS:
+                del self.applied[next(iter(self.applied))]  # the oldest step (insertion order)
         return results
 
     def allocation_for(self, when: datetime) -> Allocation | None:

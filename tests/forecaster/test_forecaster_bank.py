@@ -76,3 +76,28 @@ def test_bank_forecast_source_forecasts_every_service_in_the_state() -> None:
     assert forecasts["chat"].horizon_steps == 96 and forecasts["chat"].step_s == step_s
     assert forecasts["new"].degraded_reason is not None
     assert source.due(state) == ["new"]
+
+
+def test_each_cluster_has_its_own_models_for_services_of_one_name() -> None:
+    """A state of another cluster with a ``chat`` of its own neither refits nor forecasts this one's."""
+    step_s = 900
+    busy = np.repeat(synthetic_hourly(9), 4).tolist()
+    idle = [0.5 * v for v in busy]
+
+    def state(cluster: str, history: list[float]) -> ClusterState:
+        return ClusterState(
+            cluster=cluster,
+            as_of=T0,
+            step_s=step_s,
+            pools=[PoolState(name="a100", gpu_type="A100", gpus_total=16, gpus_available=16)],
+            services=[ServiceState(spec=ServiceSpec(service="chat"), demand_history=history)],
+        )
+
+    alone = BankForecastSource(ForecastBank()).forecasts(state("c1", busy), T0)["chat"]
+    source = BankForecastSource(ForecastBank())
+    other = source.forecasts(state("c2", idle), T0)["chat"]  # fitted first, to c2's history
+    mine = source.forecasts(state("c1", busy), T0)["chat"]
+    assert set(source.banks) == {"c1", "c2"}
+    assert source.bank_for("c1").model("chat") is not source.bank_for("c2").model("chat")
+    assert mine.quantiles == alone.quantiles  # as if c2 had never been seen
+    assert max(other.quantiles["p50"]) < max(mine.quantiles["p50"])

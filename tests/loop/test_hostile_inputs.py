@@ -1,10 +1,11 @@
-"""Hostile but schema-valid input to the state service and the optimizer: dead-lettered with the
+"""Hostile but schema-valid input to the state service, the optimizer and the actuator: dead-lettered with the
 reason, never folded or planned, and the loop goes on deciding.
 
 Covers: an event dated far past the service's clock (it would freeze its job: the job's later
 FINISHED ignored), a ClusterState dated far ahead (the optimizer would drop every later state, and
 the state service restore from it), a job reported running in a pool that does not exist, and
-progress / finish / preemption of a job never submitted.
+progress / finish / preemption of a job never submitted, an Allocation issued far ahead (the actuator
+would skip every later one as superseded).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import pytest
 from loop_factories import STEP_S, at, cluster, spec
 from tests_clock import ManualClock
 
-from schemas import Allocation, ClusterState, DeadLetter, GpuSample, JobEvent, JobEventKind
-from schemas.topics import ALLOCATIONS, CLUSTER_STATE, DEAD_LETTERS, GPU_SAMPLES, JOB_EVENTS
+from actuators.factory import ActuatorConfig, build_actuator
+from schemas import ActuationResult, Allocation, ClusterState, DeadLetter, GpuSample, JobEvent, JobEventKind
+from schemas.topics import ACTUATIONS, ALLOCATIONS, CLUSTER_STATE, DEAD_LETTERS, GPU_SAMPLES, JOB_EVENTS
 from simulator.policies.fifo import FifoPolicy
 from streams.fold import ClusterFold
 from streams.memory_bus import MemoryBus
+from streams.services.actuator import ActuatorProcessor
 from streams.services.optimizer import OptimizerProcessor
 from streams.services.state import StateProcessor, restore_fold
 from streams.state_diff import seed_of
@@ -144,3 +147,24 @@ def test_a_restart_does_not_restore_from_a_far_future_snapshot() -> None:
     assert latest is not None and latest.as_of == at(3)
     _, unchecked = restore_fold(seed, [cluster(3), hostile], 96)
     assert unchecked is not None and unchecked.as_of == FAR
+
+
+def test_the_actuator_dead_letters_a_far_future_allocation_and_applies_the_next_one() -> None:
+    """Before the check, one Allocation dated 2176 made every later one 'expired: superseded'."""
+    clock = ManualClock(at(1))
+    engine = build_actuator(ActuatorConfig(), "c1", clock=clock.now)
+    actuator = ActuatorProcessor(backend=engine, clock=clock, max_allocation_skew_s=STEP_S)
+    bus = MemoryBus([actuator])
+    genuine = FifoPolicy().decide(cluster(1), {}, at(1)).allocation
+    hostile = genuine.model_copy(
+        update={"plan_id": "hostile", "issued_at": FAR, "valid_until": FAR + timedelta(seconds=STEP_S)}
+    )
+    bus.publish(ALLOCATIONS, [hostile, genuine])
+    bus.run()
+    [letter] = _letters(bus)
+    assert letter.source_topic == ALLOCATIONS.name and letter.consumer == "actuator"
+    assert letter.error.startswith("Allocation: issued_at: 2176-")
+    assert "actuator.max_allocation_skew_s" in letter.error
+    results = [r for r in bus.read(ACTUATIONS) if isinstance(r, ActuationResult)]
+    assert results and {r.plan_id for r in results} == {genuine.plan_id}
+    assert all(r.outcome in ("applied", "already-applied") for r in results), results

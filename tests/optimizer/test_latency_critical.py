@@ -36,7 +36,7 @@ def check_cotenants(state: ClusterState, decision: Decision) -> int:
     max_cotenants of its replicas each. Returns the steps that hold some of its capacity."""
     specs = {s.spec.service: s.spec for s in state.services}
     steps_with_critical = 0
-    for step in decision.plan.steps:
+    for step in decision.plan.steps_expanded():
         parts = [c for c in step.services if specs[c.service].latency_critical and c.replicas]
         steps_with_critical += bool(parts)
         for c in parts:
@@ -53,8 +53,10 @@ def test_critical_service_has_whole_gpus_in_every_step_tolerant_one_shares() -> 
     critical = (2.5, 3.5, 1.5, 4.5) * 24  # GPUs at p50 per step: halves that would share a GPU
     row = critical_and_tolerant(critical, (1.5, 2.5) * 48)
     decision = run_scenario(row)
-    assert check_cotenants(build_state(row), decision) == len(decision.plan.steps)
-    sliced = [c for s in decision.plan.steps for c in s.services if c.service == "embed" and c.gpus % 1]
+    assert check_cotenants(build_state(row), decision) == len(decision.plan.steps_expanded())
+    sliced = [
+        c for s in decision.plan.steps_expanded() for c in s.services if c.service == "embed" and c.gpus % 1
+    ]
     assert sliced, "the tolerant service never time-slices: the row does not test the difference"
 
 
@@ -70,4 +72,4 @@ def test_no_plan_time_slices_a_critical_service_beyond_its_limit(
     state = build_state(row)
     decision = PlannerPolicy().decide(state, build_forecasts(row), state.as_of)
     check_cotenants(state, decision)
-    assert all(math.isfinite(c.gpus) for s in decision.plan.steps for c in s.services)
+    assert all(math.isfinite(c.gpus) for s in decision.plan.steps_expanded() for c in s.services)
