@@ -15,7 +15,9 @@ The relaxation (GPU-hours throughout; t a decision step, p a pool, j a job, v a 
   checkpointed continuously), with no restart cost, no gang placement on nodes, no start-up lead.
 - s[v,p,t] >= 0: inference served, sum_p s[v,p,t] <= true demand of v in step t (served at most
   once), on v's allowed pools; sum_j x[j,p,t] + sum_v s[v,p,t] <= GPU-time up on p in step t.
-- sum_{v,p,t} s >= (1 - sigma) x total demand: a policy's inference service level.
+- sum_{v,p,t} s >= min((1 - sigma) x total demand, the most inference the GPUs can serve): a
+  policy's inference service level (where demand outruns the GPUs no policy serves it in full, so
+  the floor is capped at what can be served, computed once by the same LP maximising service).
 
 Why it is an upper bound: the trajectory of ANY policy in the simulator, summed per step, is a
 feasible point. A running job does at most gpus x tick of work per tick, only after it arrived,
@@ -54,6 +56,7 @@ class WindowLp:
     row_upper: np.ndarray
     pwt_cost: np.ndarray  # priority weight per x column, 0 for s
     useful_cost: np.ndarray  # 1 per column (GPU-hours useful)
+    serve_cost: np.ndarray  # 1 per s column, 0 for x (GPU-hours of inference served)
     service_row: int
     demand_gpu_h: float
     capacity_gpu_h: float
@@ -181,6 +184,8 @@ def build_window_lp(sim: Simulator) -> WindowLp:
     matrix = sp.coo_matrix((b.vals, (b.rows, b.cols)), shape=(len(b.row_lower), n)).tocsc()
     pwt_cost = np.zeros(n)
     pwt_cost[:n_x] = b.cost[:n_x]
+    serve_cost = np.zeros(n)
+    serve_cost[served] = 1.0
     return WindowLp(
         matrix=matrix,
         col_upper=np.asarray(b.col_upper, dtype=float),
@@ -188,6 +193,7 @@ def build_window_lp(sim: Simulator) -> WindowLp:
         row_upper=np.asarray(b.row_upper, dtype=float),
         pwt_cost=pwt_cost,
         useful_cost=np.ones(n),
+        serve_cost=serve_cost,
         service_row=service_row,
         demand_gpu_h=total_demand,
         capacity_gpu_h=float(capacity.sum()),
@@ -233,23 +239,27 @@ class WindowBound:
         self.lp = build_window_lp(sim)
         self.highs = _highs(self.lp)
         self._pwt: dict[float, float] = {}
+        self.servable_gpu_h = self._best_of(self.lp.serve_cost)
 
     def pwt_at(self, shortfall: float) -> float:
         """Most PWT any policy with SLO shortfall ``shortfall`` (or more) can reach."""
         sigma = min(max(round(shortfall, 9) + 1e-9, 0.0), 1.0)
         if sigma not in self._pwt:
-            floor = (1.0 - sigma) * self.lp.demand_gpu_h
+            floor = min((1.0 - sigma) * self.lp.demand_gpu_h, self.servable_gpu_h)
             self.highs.changeRowBounds(self.lp.service_row, floor, highspy.kHighsInf)
             self._pwt[sigma] = _optimum(self.highs)
         return self._pwt[sigma]
 
     def utilization(self) -> float:
         """Most utilization any policy can reach (service level free)."""
-        lp = self.lp
-        highs = _highs(lp)
-        n = lp.useful_cost.size
-        highs.changeColsCost(n, np.arange(n, dtype=np.int32), lp.useful_cost)
-        return _optimum(highs) / max(lp.capacity_gpu_h, 1e-12)
+        return self._best_of(self.lp.useful_cost) / max(self.lp.capacity_gpu_h, 1e-12)
+
+    def _best_of(self, cost: np.ndarray) -> float:
+        """The most of ``cost`` over the window's feasible set, service level free."""
+        highs = _highs(self.lp)
+        n = cost.size
+        highs.changeColsCost(n, np.arange(n, dtype=np.int32), cost)
+        return _optimum(highs)
 
     def summary(self) -> Bound:
         return Bound(

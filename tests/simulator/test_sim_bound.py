@@ -35,6 +35,23 @@ def test_serving_inference_lowers_the_pwt_ceiling_not_the_any_one() -> None:
     assert window.utilization() == pytest.approx(1.0)
 
 
+def test_demand_beyond_the_gpus_caps_the_service_floor_at_what_can_be_served() -> None:
+    # the service wants 12 GPUs of an 8-GPU pool: full service is impossible for any policy, and
+    # the bound at shortfall 0 is the one serving all 8 (it was an Infeasible LP: bursty, seed 304)
+    services = [
+        {
+            "spec": {"service": "svc", "startup_s": 60},
+            "demand": {"kind": "flat", "peak_gpus": 12, "noise_frac": 0},
+        }
+    ]
+    window = WindowBound(
+        Simulator(tiny_scenario(services=services, workload={"explicit": [job("a", 2, gpus=4)]}))
+    )
+    assert window.servable_gpu_h == pytest.approx(8 * 2, rel=1e-3)
+    assert window.pwt_at(0.0) == pytest.approx(0.0, abs=1e-6)
+    assert window.pwt_at(1.0) == pytest.approx(8.0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(builtin_scenarios()))
 def test_no_policy_passes_the_bound(name: str) -> None:
