@@ -21,7 +21,6 @@ import json
 import resource
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -31,6 +30,7 @@ from confluent_kafka import Consumer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
+from bench.soak import ServicesBuilder
 from schemas import ServiceSpec
 from schemas.topics import CATALOGUE, MAX_RECORD_BYTES, Topic
 from simulator.cluster import Simulator
@@ -46,10 +46,8 @@ from simulator.scenario import (
 from streams.broker import BrokerHandle
 from streams.broker_kafka import start_local_kafka
 from streams.broker_tansu import start_tansu
-from streams.services.demo_driver import DemoServices, StepView, run_demo_loop
+from streams.services.demo_driver import StepView, run_demo_loop
 
-ServicesBuilder = Callable[[Simulator, str, str], DemoServices]
-"""(simulator, bootstrap, topic prefix) -> the services, topics created (``ebbtide.soak_wiring``)."""
 GPUS_PER_JOB = 5
 POOLS = 8
 SERVICES = 4
