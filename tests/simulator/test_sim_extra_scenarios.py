@@ -35,6 +35,7 @@ EXTRA = {
     "team-quotas",
     "mass-arrivals",
     "gang-failures",
+    "mixed-site",
 }
 
 
