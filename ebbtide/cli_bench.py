@@ -23,7 +23,7 @@ def bench(
         typer.Option("--scenario", help="Scenario name, built-in or extra (repeatable); default: built-ins."),
     ] = None,
     extra: Annotated[
-        bool, typer.Option("--extra", help="Run the extra scenarios (simulator/scenarios/extra/) too.")
+        bool, typer.Option("--extra", help="Add the extra scenarios (scenarios/extra/); alone: only those.")
     ] = False,
     scenario_file: Annotated[
         list[Path] | None, typer.Option("--scenario-file", help="Scenario YAML file (repeatable).")
