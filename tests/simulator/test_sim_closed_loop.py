@@ -4,13 +4,13 @@ its number of jobs steadily; and the open-loop workload it shares its drawing wi
 from __future__ import annotations
 
 import pytest
+from sim_helpers import tiny_scenario
 
 from simulator.cluster import Simulator
 from simulator.registry import baseline_factories
 from simulator.runner import run_scenario
 from simulator.scenario import JobGeneratorSpec
 from simulator.workload import SimJob
-from tests.simulator.sim_helpers import tiny_scenario
 
 
 def _generator(**kw: object) -> dict[str, object]:
