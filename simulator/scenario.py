@@ -95,7 +95,7 @@ class PriorityClassSpec(_Model):
 
 
 class JobGeneratorSpec(_Model):
-    arrivals_per_hour: float = Field(ge=0)
+    arrivals_per_hour: float = Field(default=0.0, ge=0)
     initial_backlog: int = Field(default=0, ge=0)
     gangs: dict[int, float] = Field(description="gang size -> relative frequency")
     hours_median: float = Field(gt=0, description="true wall hours on the full gang (median)")
@@ -113,6 +113,22 @@ class JobGeneratorSpec(_Model):
     team: str = "default"
     bandwidth_class: Literal["low", "medium", "high"] = "medium"
     id_prefix: str = "job"
+    population: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description=(
+            "closed loop: this many of the generator's jobs are in the system at any time (all at the start,"
+            " and a new one each time one finishes); takes no arrivals_per_hour or initial_backlog."
+            " For soak runs: the LP bound sees only the jobs that arrived in that run"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _closed_loop_alone(self) -> JobGeneratorSpec:
+        if self.population is not None and (self.arrivals_per_hour or self.initial_backlog):
+            raise ValueError("population: a closed loop takes no arrivals_per_hour or initial_backlog")
+        return self
 
     @field_validator("gangs")
     @classmethod
