@@ -44,7 +44,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NO_ALLOWED_POOL: "held: no pool matches the job's allowed pools and GPU types",
     C.NO_WORK_LEFT: "held: no work left by its own estimate",
     C.TEAM_QUOTA: "held: team {team} is at its quota of {quota} GPUs ({used} in use, its gang needs "
-    "{gpus}); {when}",
+    "{gpus}){lent}; {when}",
     C.FRAGMENTATION: "held: fragmentation: {free} GPUs free in pool {pool} but its nodes do not take "
     "a gang of {gpus} (most free on one node: {largest} of {per_node}){held}; {when}",
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
@@ -250,11 +250,13 @@ class ReasonContext:
         team = int(inp.job_team[j])
         blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
         if blocked.cause == C.TEAM_QUOTA:
+            lent = float(inp.team_lent[team])
             return explain(
                 C.TEAM_QUOTA,
                 team=inp.team_names[team],
-                quota=f"{inp.team_quota[team]:.0f}",
+                quota=f"{inp.team_quota[team] - lent:.0f}",
                 used=f"{self.team_used0[team]:.0f}",
+                lent=f", with {lent:.0f} more lent by idle quotas" if lent else "",
                 **numbers,
             )
         p = blocked.pool
