@@ -35,6 +35,10 @@ TEMPLATES: dict[DecisionCause, str] = {
     "({for_gpus} GPUs, weight {for_weight}), above its own weight {weight}; " + _LOSES,
     C.FREED_FOR_JOBS: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} GPUs, "
     "weight {for_weight}){others}, starting now (its own weight {weight}); " + _LOSES,
+    C.QUOTA_RECLAIMED: "preempted: quota reclaimed: team {team} runs beyond its quota of {quota} GPUs "
+    "on quota lent by idle teams, and job {for_job} ({for_gpus} GPUs, weight {for_weight}) of team "
+    "{for_team}{others} takes its GPUs in pool {pool} back, starting now (its {gpus} GPUs, its own weight "
+    "{weight}); " + _LOSES,
     C.FREED_FOR_INFERENCE: "preempted: its {gpus} GPUs in pool {pool} go to inference, {service} "
     "grows from {from_replicas} to {to_replicas} replicas there: {service_note}; " + _LOSES,
     C.POOL_SHRINKS: "preempted: {pool_note}; fewer GPUs in service than running work held "
@@ -199,6 +203,8 @@ class ReasonContext:
         if starts.size:
             top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])
             others = f" and {starts.size - 1} more" if starts.size > 1 else ""
+            if self._reclaims_quota(j, top):
+                return explain(C.QUOTA_RECLAIMED, others=others, **self._quota_numbers(j, top), **numbers)
             return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
         if inp.n_services:
             grows = plan.svc_replicas[:, p, 0] - inp.svc_replicas_now[:, p]
@@ -272,6 +278,21 @@ class ReasonContext:
         if blocked.cause == C.NODES_HELD_FOR_GANG and blocked.gang >= 0:
             return explain(C.NODES_HELD_FOR_GANG, **self._other_job(blocked.gang), **numbers)
         return self._full_reason(j, p, numbers)
+
+    def _reclaims_quota(self, j: int, by: int) -> bool:
+        """Job j runs on quota lent to its team, and ``by``, of another team with a quota, starts."""
+        inp = self.inputs
+        mine, theirs = int(inp.job_team[j]), int(inp.job_team[by])
+        return bool(inp.team_lent[mine] > 0 and mine != theirs and np.isfinite(inp.team_quota[theirs]))
+
+    def _quota_numbers(self, j: int, by: int) -> dict[str, object]:
+        inp = self.inputs
+        team = int(inp.job_team[j])
+        return self._other_job(by) | {
+            "team": inp.team_names[team],
+            "quota": f"{inp.team_quota[team] - inp.team_lent[team]:.0f}",
+            "for_team": inp.team_names[int(inp.job_team[by])],
+        }
 
     def _untried(self, j: int) -> Blocked:
         """Why a job step 0 never tried to start stayed out (no pool had a GPU left to try)."""

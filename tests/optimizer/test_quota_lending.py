@@ -49,7 +49,12 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
     assert _gpus(back, "nlp") == 16, "nlp keeps its 8 and borrows only the 8 still idle"
     held = [j for j in back.values() if j.job_id.startswith("nlp") and j.action != JobAction.RUN]
     assert len(held) == 2 and all(j.action == JobAction.PREEMPT for j in held)
-    assert all("go to job rob" in j.reason for j in held), [j.reason for j in held]
+    assert all(j.cause == "quota-reclaimed" for j in held), [j.reason for j in held]
+    assert all(
+        j.reason.startswith("preempted: quota reclaimed: team nlp runs beyond its quota of 8 GPUs")
+        and "of team robotics and 1 more takes its GPUs in pool a back" in j.reason
+        for j in held
+    ), [j.reason for j in held]
     more = _decide(
         state([pool("a", 32)], running + queued + [job("nlp9", 4, team="nlp")], quotas_gpus=QUOTAS)
     )
