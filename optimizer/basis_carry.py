@@ -76,6 +76,9 @@ def carried_indices(
         u = old_teams.get(team)
         if u is not None and old.rows["quota"].shape[1:] == new.rows["quota"].shape[1:]:
             row_src[new.rows["quota"][t]] = old.rows["quota"][u]
+            col_src[new.cols["borrow"][t]] = old.cols["borrow"][u]
+    if old.rows["lending"].shape == new.rows["lending"].shape:
+        _carry_same_shape(row_src, old.rows["lending"], new.rows["lending"])
     return col_src, row_src
 
 

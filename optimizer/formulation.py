@@ -21,6 +21,7 @@ noted), per time block b (step 0 is block 0):
   Later blocks count what a service adds, not where: they are re-planned every step, as jobs'
   later blocks aggregate pools, and per pool they held about a quarter of the LP at seed scale
 - ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
+- ``borrow[t,b]`` GPUs team t holds beyond its quota, lent by idle quotas (optimizer/quota.py)
 
 The matrix depends only on the structure (which jobs with which gangs and allowed pools, which
 services, pools and blocks), never on demand, capacity, weights or progress: those live in costs
@@ -241,6 +242,7 @@ def _columns(inputs: PlanInputs) -> _Columns:
     add("up", (n_svc, n_blocks - 1))
     add("short", (n_svc, n_blocks))
     add("minshort", (n_svc, n_blocks))
+    add("borrow", (len(quota_team_names(inputs)), n_blocks))
     # Physical GPUs of each pair: its G column where it may time-slice, else gpr x its R column.
     g_of = np.zeros((n_sp, n_blocks), dtype=np.int64)
     g_of[shared] = g_col
@@ -294,11 +296,17 @@ def _capacity_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> tuple[np.nda
 
 
 def _quota_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> tuple[tuple[str, ...], np.ndarray]:
-    """Team quotas in every block. Returns the teams with a quota and each job's quota row."""
+    """Team quotas in every block, with lending (optimizer/quota.py): used - borrow <= nominal per
+    team, and what all borrow at most the idle quota. Returns the teams with a quota and each job's
+    quota row."""
     quota_teams = quota_team_names(inputs)
     r_quota = rows.add("quota", (len(quota_teams), inputs.blocks.count))
+    r_lending = rows.add("lending", (1 if quota_teams else 0, inputs.blocks.count))
     slot_quota = quota_rows_of_jobs(inputs, quota_teams)
     if quota_teams:
+        borrow = c.cols["borrow"]
+        rows.coef(r_quota, borrow, -1.0)
+        rows.coef(np.broadcast_to(r_lending, borrow.shape), borrow, 1.0)
         j0, y0, yb = c.y0_pairs[:, 0], c.cols["y0"], c.cols["yb"]
         k0 = slot_quota[j0] >= 0
         rows.coef(r_quota[slot_quota[j0][k0], 0], y0[k0], 1.0)

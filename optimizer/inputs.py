@@ -22,6 +22,7 @@ import numpy as np
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
 from optimizer.nodes import NodeHolds
+from optimizer.quota import idle_quota
 from optimizer.service_inputs import service_demand, service_placement
 from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, PoolState
 
@@ -105,8 +106,8 @@ class PlanInputs:
     job_team: np.ndarray  # [J] team index
     job_priority_class: tuple[str, ...]
     team_names: tuple[str, ...]
-    team_quota: np.ndarray  # [teams] GPUs the plan holds a team to: nominal + lent; inf when no quota
-    team_lent: np.ndarray  # [teams] GPUs of the other teams' idle quota lent to it (see lent_quota)
+    team_quota: np.ndarray  # [teams] nominal GPU quota, inf when none
+    quota_idle: float  # GPUs the quotas leave idle, lent to teams over theirs (optimizer/quota.py)
     max_weight: float
     job_active: np.ndarray | None = None  # [J] False for an empty job slot (None: every job is real)
     held_nodes: NodeHolds | None = None  # nodes held for blocked gangs at the last decision
@@ -278,31 +279,12 @@ def _service_fields(
     }
 
 
-def lent_quota(nominal: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """[teams] GPUs of idle quota lent to each team, as Kueue lends unused quota within a cohort.
-
-    A team's idle quota is its nominal quota less the GPUs its queued and running jobs want; the
-    idle quota of all teams is lent to the teams that want more than their own, in proportion to
-    how much more (whole GPUs, rounded down). So the caps add up to at most the nominal quotas: a
-    team whose work comes back has its
-    quota back at the next step (borrowers' preemptible jobs are stopped for it), whatever the
-    weights. Teams without a quota (inf) neither lend nor borrow.
-    """
-    finite = np.isfinite(nominal)
-    idle = np.where(finite, np.maximum(nominal - wanted, 0.0), 0.0)
-    excess = np.where(finite, np.maximum(wanted - nominal, 0.0), 0.0)
-    if excess.sum() <= 0.0:
-        return np.zeros_like(nominal)
-    return np.asarray(np.floor(idle.sum() * excess / excess.sum() + 1e-9), dtype=float)
-
-
 def _team_quotas(
     state: ClusterState, teams: list[str], gang: np.ndarray, job_team: np.ndarray
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     nominal = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams], dtype=float)
     wanted = np.bincount(job_team, weights=gang, minlength=len(teams)).astype(float)
-    lent = lent_quota(nominal, wanted)
-    return {"team_quota": nominal + lent, "team_lent": lent}
+    return {"team_quota": nominal, "quota_idle": idle_quota(nominal, wanted)}
 
 
 def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> dict[str, Any]:

@@ -171,6 +171,7 @@ def _capacity_rows(structure: ModelStructure, inputs: PlanInputs, row_upper: np.
         by_name = dict(zip(inputs.team_names, floor, strict=True))
         quota = np.asarray([by_name.get(t, INF) for t in structure.quota_teams])
         row_upper[rows["quota"]] = quota[:, None]
+        row_upper[rows["lending"]] = inputs.quota_idle
 
 
 def _service_rows(

@@ -181,9 +181,11 @@ def _capacity_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
 
 
 def _quota_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
-    """Team quotas in every block, never below what non-preemptible running jobs hold."""
+    """Team quotas in every block, never below what non-preemptible running jobs hold, with lending
+    (optimizer/quota.py): a team's GPUs beyond its quota are borrowed, all borrow at most the idle quota."""
     gang, run_pool = inputs.job_gang, inputs.job_running_pool
     m.Q = pyo.Set(initialize=[int(t) for t in np.flatnonzero(np.isfinite(inputs.team_quota))])
+    m.borrow = pyo.Var(m.Q, m.B, domain=pyo.NonNegativeReals)
 
     def quota_rule(_m: pyo.ConcreteModel, t: int, b: int) -> object:
         members = [j for j in range(inputs.n_jobs) if inputs.job_team[j] == t]
@@ -194,9 +196,16 @@ def _quota_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
         if isinstance(used, int | float):
             return pyo.Constraint.Skip
         pinned = sum(gang[j] for j in members if run_pool[j] >= 0 and not inputs.job_preemptible[j])
-        return used <= max(float(inputs.team_quota[t]), float(pinned))
+        return used - _m.borrow[t, b] <= max(float(inputs.team_quota[t]), float(pinned))
 
     m.quota = pyo.Constraint(m.Q, m.B, rule=quota_rule)
+
+    def lending_rule(_m: pyo.ConcreteModel, b: int) -> object:
+        if not _m.Q:
+            return pyo.Constraint.Skip
+        return sum(_m.borrow[t, b] for t in _m.Q) <= inputs.quota_idle
+
+    m.lending = pyo.Constraint(m.B, rule=lending_rule)
 
 
 def _service_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from optimizer.inputs import PlanInputs
+from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan
 from optimizer.step0_outcome import Blocked
 from schemas import DecisionCause
@@ -256,13 +257,15 @@ class ReasonContext:
         team = int(inp.job_team[j])
         blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
         if blocked.cause == C.TEAM_QUOTA:
-            lent = float(inp.team_lent[team])
+            lent = borrowed(self.team_used0.tolist(), inp.team_quota.tolist())
             return explain(
                 C.TEAM_QUOTA,
                 team=inp.team_names[team],
-                quota=f"{inp.team_quota[team] - lent:.0f}",
+                quota=f"{inp.team_quota[team]:.0f}",
                 used=f"{self.team_used0[team]:.0f}",
-                lent=f", with {lent:.0f} more lent by idle quotas" if lent else "",
+                lent=f", and {lent:.0f} of the {inp.quota_idle:.0f} GPUs idle quotas lend are borrowed"
+                if inp.quota_idle
+                else "",
                 **numbers,
             )
         p = blocked.pool
@@ -280,17 +283,21 @@ class ReasonContext:
         return self._full_reason(j, p, numbers)
 
     def _reclaims_quota(self, j: int, by: int) -> bool:
-        """Job j runs on quota lent to its team, and ``by``, of another team with a quota, starts."""
+        """Job j's team holds more than its quota now (it borrows), and ``by``, of another team with
+        a quota, starts."""
         inp = self.inputs
         mine, theirs = int(inp.job_team[j]), int(inp.job_team[by])
-        return bool(inp.team_lent[mine] > 0 and mine != theirs and np.isfinite(inp.team_quota[theirs]))
+        running = (inp.job_running_pool >= 0) & (inp.job_team == mine)
+        holds = float(inp.job_gang[running].sum())
+        borrows = holds > inp.team_quota[mine] + EPS
+        return bool(borrows and mine != theirs and np.isfinite(inp.team_quota[theirs]))
 
     def _quota_numbers(self, j: int, by: int) -> dict[str, object]:
         inp = self.inputs
         team = int(inp.job_team[j])
         return self._other_job(by) | {
             "team": inp.team_names[team],
-            "quota": f"{inp.team_quota[team] - inp.team_lent[team]:.0f}",
+            "quota": f"{inp.team_quota[team]:.0f}",
             "for_team": inp.team_names[int(inp.job_team[by])],
         }
 
@@ -298,7 +305,8 @@ class ReasonContext:
         """Why a job step 0 never tried to start stayed out (no pool had a GPU left to try)."""
         inp = self.inputs
         team, allowed = int(inp.job_team[j]), np.flatnonzero(inp.job_allowed[j])
-        over_quota = self.team_used0[team] + inp.job_gang[j] > inp.team_quota[team] + EPS
+        used, quota = self.team_used0.tolist(), inp.team_quota.tolist()
+        over_quota = not fits_quota(used, quota, inp.quota_idle, team, float(inp.job_gang[j]))
         return Blocked(
             C.TEAM_QUOTA if over_quota else C.POOL_FULL, int(allowed[np.argmax(self.free0[allowed])])
         )

@@ -16,6 +16,7 @@ import numpy as np
 
 from optimizer.inputs import PlanInputs
 from optimizer.nodes import NodeHolds
+from optimizer.quota import fits_quota
 from optimizer.step0 import round_step0
 from optimizer.step0_outcome import Step0Outcome
 
@@ -158,8 +159,9 @@ def _round_later_blocks(
     jobs = _JobLimits(
         gang=inputs.job_gang.tolist(),
         team=inputs.job_team.tolist(),
-        limit=[quota + EPS for quota in inputs.team_quota.tolist()],
+        quota=inputs.team_quota.tolist(),
         allowed=[[q for q, ok in enumerate(row) if ok] for row in inputs.job_allowed.tolist()],
+        idle=inputs.quota_idle,
     )
     left = remaining.tolist()
     prev: list[int] = job_pool[:, 0].tolist()
@@ -170,12 +172,13 @@ def _round_later_blocks(
 
 
 class _JobLimits(NamedTuple):
-    """Per job: its gang, team and allowed pools; per team: its quota (plus EPS)."""
+    """Per job: its gang, team and allowed pools; per team: its quota; the idle quota lent."""
 
     gang: list[float]
     team: list[int]
-    limit: list[float]
+    quota: list[float]
     allowed: list[list[int]]
+    idle: float
 
 
 def _round_block(
@@ -184,13 +187,13 @@ def _round_block(
     """A later block's pool per job (``dur``: its length): jobs running in the block before keep
     their pool when it still fits (``cap``: GPUs free per pool), then the rest, in ``ranked``
     order, go to the allowed pool with most room. ``left`` (work left per job) is updated in place."""
-    gang, team, limit, allowed = jobs
-    used = [0.0] * len(limit)
+    gang, team, quota, allowed, idle = jobs
+    used = [0.0] * len(quota)
     placed = [-1] * len(prev)
     # running in the previous block first (stable: keeps the ranked order within each part)
     for j in [j for j in ranked if prev[j] >= 0] + [j for j in ranked if prev[j] < 0]:
         g, t = gang[j], team[j]
-        if left[j] <= 0 or used[t] + g > limit[t]:
+        if left[j] <= 0 or not fits_quota(used, quota, idle, t, g):
             continue
         p = prev[j]
         if p < 0 or cap[p] + EPS < g:

@@ -34,6 +34,7 @@ import numpy as np
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds, place_gang
+from optimizer.quota import fits_quota
 from optimizer.step0_outcome import Blocked, Step0Outcome
 from schemas import DecisionCause
 
@@ -121,7 +122,7 @@ def _withdraw_idle_preemptions(
         p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
         if (
             cap[p] + EPS >= g
-            and used[t] + g <= quota[t] + EPS
+            and fits_quota(used, quota, inputs.quota_idle, t, g)
             and all(
                 placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
                 for node in placed.released.get(j, [])
@@ -172,6 +173,7 @@ class _Step0:
     clear_budget: int  # running jobs that may still be stopped to clear nodes
     penalty_gpu_s: float
     dip_step: list[int]  # per pool: the first step its capacity dips (steps in the horizon: never)
+    quota: list[float]  # per team: its nominal quota (inf: none)
     released: dict[int, list[int]] = field(default_factory=dict)  # stopped job -> nodes its GPUs were on
     top_weight: dict[tuple[int, int], float] = field(
         default_factory=dict
@@ -191,6 +193,7 @@ class _Step0:
             remaining=inputs.job_remaining_s.copy(),
             cap=free0.tolist(),
             used=[0.0] * inputs.team_quota.size,
+            quota=inputs.team_quota.tolist(),
             nodes=NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node)),
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
@@ -207,8 +210,9 @@ class _Step0:
         return float(self.inputs.job_gang[j])
 
     def _within_quota(self, j: int) -> bool:
-        t = int(self.inputs.job_team[j])
-        return self.used[t] + self._gang(j) <= float(self.inputs.team_quota[t]) + EPS
+        """Within its team's quota or what idle quota still lends (optimizer/quota.py)."""
+        inputs = self.inputs
+        return fits_quota(self.used, self.quota, inputs.quota_idle, int(inputs.job_team[j]), self._gang(j))
 
     def _count(self, j: int, p: int, sign: float = 1.0) -> None:
         """Count job j in pool p in step 0 (``sign`` -1: take it out again)."""

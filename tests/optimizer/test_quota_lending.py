@@ -1,4 +1,4 @@
-"""Team quotas lend what they leave idle (optimizer/inputs.py ``lent_quota``), as Kueue lends unused
+"""Team quotas lend what they leave idle (optimizer/quota.py), as Kueue lends unused
 quota in a cohort: a team over its quota runs on another team's idle quota, and gives it back when
 that team's work comes, whatever the weights; the reasons say so."""
 
@@ -8,8 +8,8 @@ import numpy as np
 from optimizer_cases import job, pool, state
 from plan_checks import check_plan
 
-from optimizer.inputs import lent_quota
 from optimizer.planner import PlannerPolicy
+from optimizer.quota import fits_quota, idle_quota
 from schemas import ClusterState, JobAction
 
 QUOTAS = {"nlp": 8, "robotics": 16}
@@ -26,11 +26,29 @@ def _gpus(jobs, team_prefix: str) -> int:
     return sum(j.gpus for j in run if j.job_id.startswith(team_prefix))
 
 
-def test_idle_quota_is_lent_to_the_teams_over_theirs_in_proportion() -> None:
+def test_idle_quota_is_what_the_owners_own_work_leaves_and_is_lent_once() -> None:
     nominal = np.asarray([8.0, 16.0, 10.0, np.inf])
-    wanted = np.asarray([20.0, 0.0, 16.0, 50.0])  # nlp 12 over, robotics 16 idle, vision 6 over, no quota
-    assert lent_quota(nominal, wanted).tolist() == [10.0, 0.0, 5.0, 0.0]  # 16 idle: 12:6 split, floored
-    assert lent_quota(nominal, np.asarray([8.0, 3.0, 10.0, 1.0])).tolist() == [0.0] * 4  # nobody over
+    wanted = np.asarray([20.0, 3.0, 16.0, 50.0])  # nlp and vision over, robotics wants 3 of 16
+    assert idle_quota(nominal, wanted) == 13.0
+    quota = nominal.tolist()
+    assert fits_quota([8.0, 3.0, 10.0, 50.0], quota, 13.0, 0, 12.0), "nlp may borrow all 13"
+    assert not fits_quota([20.0, 3.0, 10.0, 50.0], quota, 13.0, 2, 4.0), "12 lent to nlp, 1 left for vision"
+    assert fits_quota([20.0, 3.0, 10.0, 50.0], quota, 13.0, 1, 12.0), "robotics within its own 16"
+    assert fits_quota([20.0, 3.0, 10.0, 50.0], quota, 13.0, 3, 100.0), "no quota, no limit"
+
+
+def test_two_borrowers_share_the_idle_quota_once_and_the_owner_keeps_what_it_wants() -> None:
+    quotas = {"nlp": 8, "vision": 8, "robotics": 16}
+    jobs = [job(f"nlp{i}", 4, hours=8.0, team="nlp", weight=4.0) for i in range(6)]
+    jobs += [job(f"vis{i}", 4, hours=8.0, team="vision", weight=4.0) for i in range(6)]
+    jobs += [job("rob0", 4, hours=8.0, team="robotics", weight=1.0)]  # wants 4 of its 16
+    decided = _decide(state([pool("a", 64)], jobs, quotas_gpus=quotas))
+    assert _gpus(decided, "rob") == 4, "robotics' own work runs, at a quarter of the borrowers' weight"
+    assert _gpus(decided, "nlp") + _gpus(decided, "vis") == 8 + 8 + 12, "their quotas + the 12 idle, once"
+    held = [j for j in decided.values() if j.action != JobAction.RUN]
+    assert held and all("and 12 of the 12 GPUs idle quotas lend are borrowed" in j.reason for j in held), [
+        j.reason for j in held
+    ]
 
 
 def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -> None:
@@ -59,6 +77,6 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
         state([pool("a", 32)], running + queued + [job("nlp9", 4, team="nlp")], quotas_gpus=QUOTAS)
     )
     assert (
-        "team nlp is at its quota of 8 GPUs (24 in use, its gang needs 4), with 16 more lent"
+        "team nlp is at its quota of 8 GPUs (24 in use, its gang needs 4), and 16 of the 16 GPUs idle"
         in more["nlp9"].reason
     )

@@ -10,7 +10,6 @@ import math
 import re
 from collections import defaultdict
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,7 +27,6 @@ from scenario_table import (
 )
 
 from optimizer.config import PlannerConfig
-from optimizer.inputs import lent_quota
 from optimizer.planner import PlannerPolicy
 from schemas import Allocation, ClusterState, DemandForecast, JobAction, JobStatus
 
@@ -185,16 +183,13 @@ class Step0:
         return self.avail[pool] - self.inference.get(pool, 0) - self.jobs[pool]
 
 
-def team_lent(state: ClusterState) -> dict[str, int]:
-    """GPUs of idle quota lent to each team with a quota, by the rule the planner states."""
-    teams = sorted(state.quotas_gpus)
-    wanted = {t: 0.0 for t in teams}
+def quota_idle(state: ClusterState) -> int:
+    """GPUs the quotas leave idle (nominal less what each team's queued and running jobs want)."""
+    wanted = {t: 0.0 for t in state.quotas_gpus}
     for job in state.jobs:
         if job.spec.team in wanted and job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             wanted[job.spec.team] += job.spec.gpus
-    nominal = np.asarray([float(state.quotas_gpus[t]) for t in teams])
-    lent = lent_quota(nominal, np.asarray([wanted[t] for t in teams]))
-    return {t: int(v) for t, v in zip(teams, lent, strict=True)}
+    return int(sum(max(q - wanted[t], 0.0) for t, q in state.quotas_gpus.items()))
 
 
 def check_numbers(state: ClusterState, alloc: Allocation) -> None:
@@ -220,12 +215,14 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             r"gang of (\d+)|its gang needs (\d+)|its (\d+) GPUs|\((\d+) GPUs, weight [\d.]+, class", text
         ):
             assert int(next(g for g in m.groups() if g)) == own.gpus, text
-        quota = r"team ([\w-]+) is at its quota of (\d+) GPUs \((\d+) in use[^)]*\)(?:, with (\d+) more)?"
+        quota = r"team ([\w-]+) is at its quota of (\d+) GPUs \((\d+) in use[^)]*\)"
+        quota += r"(?:, and (\d+) of the (\d+) GPUs)?"
         for m in re.finditer(quota, text):
-            lent = int(m[4] or 0)
             assert int(m[2]) == state.quotas_gpus[m[1]] and int(m[3]) == step0.team[m[1]], text
-            assert lent == team_lent(state)[m[1]], text
-            assert int(m[3]) + own.gpus > int(m[2]) + lent, text
+            borrowed = sum(max(step0.team.get(t, 0) - q, 0) for t, q in state.quotas_gpus.items())
+            assert m[4] is None or (int(m[4]), int(m[5])) == (borrowed, quota_idle(state)), text
+            more = int(m[3]) + own.gpus - max(int(m[3]), int(m[2]))  # beyond its quota
+            assert int(m[3]) + own.gpus > int(m[2]) and borrowed + more > quota_idle(state), text
         if "cleared for job" in text:
             other = step0.specs[re.search(r"cleared for job ([\w-]+)", text)[1]]  # type: ignore[index]
             assert other.priority_weight > own.priority_weight, text
