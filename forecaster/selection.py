@@ -143,24 +143,25 @@ def _horizon_quantiles(residuals: Array, levels: dict[str, float]) -> dict[str, 
     return out
 
 
-def _first_replayed(n_rows: int) -> int:
-    """The first origin the conformal replay forecasts bands for (the earlier ones seed it)."""
-    return max(MIN_SCORED_ORIGINS, n_rows // 3)
-
-
-def can_calibrate(n_rows: int) -> bool:
-    """Whether residuals from ``n_rows`` origins replay at least two origins to fit the band scale."""
-    return n_rows - _first_replayed(n_rows) >= 2
+def _replay(residuals: Array, levels: dict[str, float]) -> list[tuple[dict[str, Array], Array]]:
+    """(band quantiles, the residuals they are tested on) per replayed origin: each origin from
+    MIN_SCORED_ORIGINS (or a third of them) on, with quantiles from the origins before it; with
+    too few origins for two such replays, each origin with quantiles from all the others
+    (leave-one-out; every origin is still in the past of the forecast being calibrated)."""
+    n_rows = residuals.shape[0]
+    first = max(MIN_SCORED_ORIGINS, n_rows // 3)
+    if n_rows - first >= 2:
+        return [(_horizon_quantiles(residuals[:i], levels), residuals[i]) for i in range(first, n_rows)]
+    others = [np.delete(residuals, i, axis=0) for i in range(n_rows)]
+    return [(_horizon_quantiles(rest, levels), residuals[i]) for i, rest in enumerate(others)]
 
 
 def _conformal_scale(residuals: Array, coverage: float, lo: str, hi: str) -> tuple[float, float | None]:
     """The band scale whose origin-by-origin replay on the past covers closest to ``coverage``."""
-    n_rows = residuals.shape[0]
-    first = _first_replayed(n_rows)
-    if not can_calibrate(n_rows):
+    if residuals.shape[0] < MIN_SCORED_ORIGINS:
         return 1.0, None
     levels = {lo: QUANTILE_LEVELS[lo], hi: QUANTILE_LEVELS[hi]}
-    replay = [(_horizon_quantiles(residuals[:i], levels), residuals[i]) for i in range(first, n_rows)]
+    replay = _replay(residuals, levels)
     best_scale, best_gap, best_cov = 1.0, math.inf, None
     for scale in _SCALE_GRID:
         hits = [((r >= scale * q[lo]) & (r <= scale * q[hi])).mean() for q, r in replay]
@@ -208,14 +209,13 @@ def calibrate(inner: InnerBacktest, name: str, horizon: int) -> Calibrated:
 
 
 def choose(inner: InnerBacktest) -> str:
-    """The candidate with the lowest MAE relative to seasonal naive on its scored origins, among
-    those scored on enough origins to calibrate their own bands (``can_calibrate``): a model
-    scored on fewer is judged on one to four days and, if chosen, gets bands widened by a guess."""
+    """The candidate with the lowest MAE relative to seasonal naive on its scored origins (at
+    least MIN_SCORED_ORIGINS)."""
     naive = inner.predictions[SeasonalNaive.name]
     best, best_score = SeasonalNaive.name, 1.0
     for name, rows in inner.predictions.items():
         ran = ~np.isnan(rows[:, 0]) & ~np.isnan(naive[:, 0])
-        if name == SeasonalNaive.name or not can_calibrate(int(ran.sum())):
+        if name == SeasonalNaive.name or ran.sum() < MIN_SCORED_ORIGINS:
             continue
         score = relative_mae(rows, naive, inner.actual_z)
         if score is not None and score < best_score - 1e-9:

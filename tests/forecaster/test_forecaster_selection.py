@@ -1,43 +1,54 @@
-"""Selection picks only candidates it can calibrate, and MSTL's weekly profile survives an
-outlier day (a launch ramp, a holiday): the robust decomposition down-weights it."""
+"""Selection needs MIN_SCORED_ORIGINS scored origins, bands from so few origins are calibrated
+leave-one-out (not widened by a guess), and MSTL's weekly profile survives an outlier day (a
+launch ramp, a holiday): the robust decomposition down-weights it."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from forecaster_synthetic import daily_curve, synthetic_hourly
 
 from forecaster.auto import fit_service
 from forecaster.models import Mstl, SeasonalNaive, from_model_space, to_model_space
-from forecaster.selection import MIN_SCORED_ORIGINS, InnerBacktest, can_calibrate, choose
-
-
-def test_a_candidate_needs_two_replayed_origins_to_be_calibrated() -> None:
-    assert not can_calibrate(MIN_SCORED_ORIGINS + 1)
-    assert can_calibrate(MIN_SCORED_ORIGINS + 2)
+from forecaster.selection import MIN_SCORED_ORIGINS, InnerBacktest, calibrate, choose
 
 
 def _inner(predictions: dict[str, np.ndarray], actual: np.ndarray) -> InnerBacktest:
-    return InnerBacktest(
-        origins=np.arange(actual.shape[0], dtype=np.int64) * 24,
-        actual_z=actual,
-        predictions=predictions,
-        fits={},
-    )
+    """An inner backtest of given forecast rows (every fit a seasonal naive: only rows are read)."""
+    fits = {name: SeasonalNaive().fit(actual.ravel(), 24) for name in predictions}
+    origins = np.arange(actual.shape[0], dtype=np.int64) * 24
+    return InnerBacktest(origins=origins, actual_z=actual, predictions=predictions, fits=fits)
 
 
 def test_a_model_scored_on_too_few_origins_is_not_chosen() -> None:
-    """A candidate exact on the last four origins (it needs a longer history: NaN before) beside
-    one a little better than seasonal naive on all fourteen: four origins are too few to
-    calibrate bands, so the steady one is chosen; with five the exact one is."""
+    """A candidate exact on the last origins (it needs a longer history: NaN before) beside one a
+    little better than seasonal naive on all fourteen: on MIN_SCORED_ORIGINS - 1 origins the
+    steady one is chosen, on MIN_SCORED_ORIGINS the exact one."""
     rng = np.random.default_rng(3)
     actual = 2.0 + rng.uniform(0, 1, (14, 24))
     naive = actual + rng.normal(0, 0.4, actual.shape)
     steady = actual + rng.normal(0, 0.3, actual.shape)
-    for scored, expected in ((MIN_SCORED_ORIGINS + 1, "steady"), (MIN_SCORED_ORIGINS + 2, "late")):
+    for scored, expected in ((MIN_SCORED_ORIGINS - 1, "steady"), (MIN_SCORED_ORIGINS, "late")):
         late = np.full(actual.shape, np.nan)
         late[-scored:] = actual[-scored:]
         predictions = {SeasonalNaive.name: naive, "steady": steady, "late": late}
         assert choose(_inner(predictions, actual)) == expected
+
+
+@pytest.mark.parametrize("scored", [MIN_SCORED_ORIGINS, MIN_SCORED_ORIGINS + 1])
+def test_bands_from_three_or_four_origins_are_calibrated_leave_one_out(scored: int) -> None:
+    """Too few origins for a replay in time order: each origin is tested on the bands from the
+    others, so the band scale is fitted to the residuals (replayed 90% coverage reported) instead
+    of a 1.5x guess."""
+    rng = np.random.default_rng(4)
+    actual = 2.0 + rng.uniform(0, 1, (14, 24))
+    late = np.full(actual.shape, np.nan)
+    late[-scored:] = actual[-scored:] + rng.normal(0, 0.3, (scored, 24))
+    inner = _inner({SeasonalNaive.name: actual + 0.5, "late": late}, actual)
+    calibrated = calibrate(inner, "late", 24)
+    assert not any("widened" in note for note in calibrated.notes)
+    assert calibrated.coverage_90 is not None and 0.85 <= calibrated.coverage_90 <= 0.95
+    assert np.all(calibrated.offsets["p05"] < 0) and np.all(calibrated.offsets["p95"] > 0)
 
 
 def test_mstl_is_chosen_once_it_can_be_calibrated_on_a_weekly_series() -> None:
