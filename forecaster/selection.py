@@ -8,7 +8,8 @@ model with the lowest MAE relative to seasonal naive on the same origins wins (t
 no improvement go to the simpler one), and its out-of-sample residuals give the bands: empirical
 residual quantiles by horizon (pooled over neighbouring horizons), widened or narrowed by a
 conformal scale fitted so that, replayed origin by origin on the past (recent origins weighing
-more, as in the choice), each band covers its nominal share. Pure.
+more, as in the choice; leave-one-out where 3-4 origins are too few to replay in time order), each
+band covers its nominal share. Pure.
 """
 
 from __future__ import annotations
