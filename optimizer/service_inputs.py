@@ -14,6 +14,7 @@ import numpy as np
 from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import InterferenceCurve
+from optimizer.peak_margin import plan_margin_gpus
 from schemas import ClusterState, DemandForecast
 
 
@@ -89,8 +90,9 @@ def service_demand(
     config: PlannerConfig,
     band_factors: Mapping[str, float] | None,
 ) -> tuple[np.ndarray, list[str]]:
-    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor), and the label
-    of the forecast it came from."""
+    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor, plus the margin
+    for a step's peak when ``config.peak_margin``: optimizer/peak_margin.py), and the label of the
+    forecast it came from."""
     steps, step_s = config.horizon_steps, config.step_s
     demand = np.zeros((len(state.services), steps))
     models: list[str] = []
@@ -104,5 +106,7 @@ def service_demand(
             # Persistence floor: the next steps need at least what is busy now (forecast misses).
             lead = min(config.nowcast_steps, steps)
             demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
+        if config.peak_margin:
+            demand[s] += plan_margin_gpus(spec, service.demand_history)
         models.append(model)
     return demand, models
