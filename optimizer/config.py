@@ -50,6 +50,10 @@ class PlannerConfig:
     """Size capacity for a step's peak, not its mean: the plan covers the forecast plus the change
     between step means at the SLO quantile, and a service lending headroom keeps ready the part
     that a late take-back would cost more than it lends (optimizer/peak_margin.py)."""
+    autoscaler_reaction_s: float = 60.0
+    """Seconds a service's autoscaler needs to see a rise in demand and ask for replicas (an HPA's
+    metrics resolution and sync period), before their start-up: how late a take-back of lent GPUs
+    comes (optimizer/peak_margin.py)."""
     max_preemptions_per_step: int = 8
     time_limit_s: float = 0.8
     """Wall-clock budget of one decision (model update, solve, rounding, plan and reasons): the
@@ -90,6 +94,7 @@ class PlannerConfig:
             "interference_cost": self.interference_cost,
             "max_preemptions_per_step": self.max_preemptions_per_step,
             "nowcast_steps": self.nowcast_steps,
+            "autoscaler_reaction_s": self.autoscaler_reaction_s,
         }
         for name, number in non_negative.items():
             if number < 0:

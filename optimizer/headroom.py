@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loop import Decision
-from optimizer.peak_margin import kept_margin_gpus
+from optimizer.peak_margin import TakeBack, kept_margin_gpus
 from schemas import (
     ClusterState,
     DecisionCause,
@@ -98,12 +98,12 @@ def lend_headroom(
     decision: Decision,
     state: ClusterState,
     forecasts: Mapping[str, DemandForecast],
-    shortfall_penalty: float | None = None,
+    take_back: TakeBack | None = None,
     kept_before: Mapping[str, float] | None = None,
 ) -> Decision:
     """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
-    ``shortfall_penalty``: the planner's (PlannerConfig), when each service keeps ready the
-    margin a late take-back would cost more than it lends (optimizer/peak_margin.py); None: it
+    ``take_back``: what a late take-back costs (from PlannerConfig), when each service keeps ready
+    the margin a late take-back would cost more than it lends (optimizer/peak_margin.py); None: it
     keeps only its demand now. ``kept_before``: the GPUs each service kept (did not lend) in the
     last decision; a service running more now took lent GPUs back within that step, and keeps
     them rather than lend them again at once (its demand rose past what it kept)."""
@@ -116,7 +116,7 @@ def lend_headroom(
     pools = {p.name: p for p in state.pools}
     services = {s.spec.service: s for s in state.services}
     lendable = _lendable(
-        allocation.services, pools, services, forecasts, step_s, shortfall_penalty, kept_before or {}
+        allocation.services, pools, services, forecasts, step_s, take_back, kept_before or {}
     )
     if not lendable:
         return decision
@@ -133,7 +133,7 @@ def _lendable(
     services: Mapping[str, ServiceState],
     forecasts: Mapping[str, DemandForecast],
     step_s: int,
-    shortfall_penalty: float | None,
+    take_back: TakeBack | None,
     kept_before: Mapping[str, float],
 ) -> dict[tuple[str, str], _Lendable]:
     by_service: dict[str, list[ServiceDecision]] = defaultdict(list)
@@ -146,8 +146,8 @@ def _lendable(
             continue
         margin = (
             0.0
-            if shortfall_penalty is None
-            else kept_margin_gpus(service.spec, service.demand_history, step_s, shortfall_penalty)
+            if take_back is None
+            else kept_margin_gpus(service.spec, service.demand_history, step_s, take_back)
         )
         need = kept_need_gpus(service, forecasts.get(name), step_s, margin)
         if need is None:

@@ -14,12 +14,13 @@ Two margins come from it:
   to preemptible jobs, and its autoscaler takes it back when demand rises.
 - ``kept_margin_gpus``: what a service keeps ready above its demand now instead of lending it. A
   lent GPU taken back serves only after the replica's start-up, so each time demand rises past
-  what is kept, the rise goes unserved for ``startup_s``. Keeping one more GPU ready costs a step
-  of batch work on it (``step_s`` GPU-seconds at most at the largest weight); losing it to a late
-  take-back costs ``startup_s`` GPU-seconds of shortfall at ``shortfall_penalty`` times that
-  weight. So a GPU is kept while the chance that demand moves past it within the step is above
-  step_s / (shortfall_penalty x startup_s): the margin at that level's complement (a newsvendor
-  rule), never above the SLO quantile, 0 where a start-up is too short to be worth it.
+  what is kept, the rise goes unserved until the autoscaler has seen it (``reaction_s``) and the
+  replica has loaded (``startup_s``). Keeping one more GPU ready costs a step of batch work on it
+  (``step_s`` GPU-seconds at most at the largest weight); losing it to a late take-back costs
+  ``reaction_s + startup_s`` GPU-seconds of shortfall at ``shortfall_penalty`` times that weight.
+  So a GPU is kept while the chance that demand moves past it within the step is above
+  step_s / (shortfall_penalty x (reaction_s + startup_s)): the margin at that level's complement
+  (a newsvendor rule), never above the SLO quantile, 0 where a take-back is too quick to matter.
 
 Pure: functions of the demand history and the settings.
 """
@@ -27,6 +28,7 @@ Pure: functions of the demand history and the settings.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,16 +53,25 @@ def plan_margin_gpus(spec: ServiceSpec, history: Sequence[float]) -> float:
     return step_change_quantile(history, quantile_level(spec.slo_quantile))
 
 
-def keep_level(spec: ServiceSpec, step_s: int, shortfall_penalty: float) -> float:
+@dataclass(frozen=True)
+class TakeBack:
+    """What a late take-back of lent GPUs costs, from the planner's settings (PlannerConfig)."""
+
+    shortfall_penalty: float
+    """Cost of an uncovered GPU-second, in GPU-seconds of batch work at the largest weight."""
+    reaction_s: float
+    """Seconds the autoscaler needs to see a rise and ask for replicas, before their start-up."""
+
+
+def keep_level(spec: ServiceSpec, step_s: int, take_back: TakeBack) -> float:
     """The quantile of within-step movement a service keeps ready (see the module docstring)."""
-    if spec.startup_s <= 0 or shortfall_penalty <= 0:
+    late_s = spec.startup_s + take_back.reaction_s
+    if late_s <= 0 or take_back.shortfall_penalty <= 0:
         return 0.0
-    level = 1.0 - step_s / (shortfall_penalty * spec.startup_s)
+    level = 1.0 - step_s / (take_back.shortfall_penalty * late_s)
     return min(max(level, 0.0), quantile_level(spec.slo_quantile))
 
 
-def kept_margin_gpus(
-    spec: ServiceSpec, history: Sequence[float], step_s: int, shortfall_penalty: float
-) -> float:
+def kept_margin_gpus(spec: ServiceSpec, history: Sequence[float], step_s: int, take_back: TakeBack) -> float:
     """GPUs a service keeps ready above its demand now rather than lend them."""
-    return step_change_quantile(history, keep_level(spec, step_s, shortfall_penalty))
+    return step_change_quantile(history, keep_level(spec, step_s, take_back))

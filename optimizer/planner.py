@@ -51,6 +51,7 @@ from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
 from optimizer.nodes import NodeHolds
+from optimizer.peak_margin import TakeBack
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
@@ -202,8 +203,13 @@ class PlannerPolicy:
         them."""
         if self.config.lend_headroom:
             with contextlib.suppress(Exception):
-                penalty = self.config.shortfall_penalty if self.config.peak_margin else None
-                decision = lend_headroom(decision, state, forecasts, penalty, self._kept)
+                config = self.config
+                take_back = (
+                    TakeBack(config.shortfall_penalty, config.autoscaler_reaction_s)
+                    if config.peak_margin
+                    else None
+                )
+                decision = lend_headroom(decision, state, forecasts, take_back, self._kept)
         if self.config.burst_into_idle:
             with contextlib.suppress(Exception):
                 decision = burst_into_idle(decision, state)

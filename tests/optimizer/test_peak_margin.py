@@ -7,7 +7,13 @@ from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
-from optimizer.peak_margin import keep_level, kept_margin_gpus, plan_margin_gpus, step_change_quantile
+from optimizer.peak_margin import (
+    TakeBack,
+    keep_level,
+    kept_margin_gpus,
+    plan_margin_gpus,
+    step_change_quantile,
+)
 from optimizer.planner import PlannerPolicy
 from schemas import JobAction, ServiceSpec
 
@@ -25,17 +31,18 @@ def test_step_change_quantile_reads_the_recent_changes() -> None:
 def test_flat_demand_needs_no_margin() -> None:
     spec = ServiceSpec(service="chat", slo_quantile="p99", startup_s=120.0)
     assert plan_margin_gpus(spec, [8.0] * 100) == 0.0
-    assert kept_margin_gpus(spec, [8.0] * 100, 900, 25.0) == 0.0
+    assert kept_margin_gpus(spec, [8.0] * 100, 900, TakeBack(25.0, 60.0)) == 0.0
 
 
 def test_keep_level_weighs_a_late_take_back_against_an_idle_step() -> None:
     slow = ServiceSpec(service="a", slo_quantile="p90", startup_s=90.0)
     fast = ServiceSpec(service="b", slo_quantile="p90", startup_s=30.0)
-    # keep while the chance of a rise past it is above step_s / (penalty x startup_s)
-    assert keep_level(slow, 900, 25.0) == 1.0 - 900 / (25.0 * 90.0)
-    assert keep_level(fast, 900, 25.0) == 0.0  # a 30 s load is not worth a step's idle GPU
-    assert keep_level(slow, 900, 1e6) == 0.9  # never beyond the SLO quantile
-    assert keep_level(slow, 900, 0.0) == 0.0
+    # keep while the chance of a rise past it is above step_s / (penalty x (reaction + startup))
+    assert keep_level(slow, 900, TakeBack(25.0, 60.0)) == 1.0 - 900 / (25.0 * 150.0)
+    assert keep_level(fast, 900, TakeBack(25.0, 0.0)) == 0.0  # a 30 s take-back is not worth a step
+    assert keep_level(fast, 900, TakeBack(25.0, 60.0)) == 1.0 - 900 / (25.0 * 90.0)
+    assert keep_level(slow, 900, TakeBack(1e6, 60.0)) == 0.9  # never beyond the SLO quantile
+    assert keep_level(slow, 900, TakeBack(0.0, 60.0)) == 0.0
 
 
 def _busy_state(history: list[float], jobs=(), replicas: int = 12):
