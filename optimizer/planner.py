@@ -109,7 +109,13 @@ class PlannerPolicy:
         try:
             corrected, factors = self._calibrator.adjust(state, forecasts, now)
             inputs = build_inputs(
-                state, corrected, now, self.config, band_factors=factors, blocks=self._blocks
+                state,
+                corrected,
+                now,
+                self.config,
+                band_factors=factors,
+                blocks=self._blocks,
+                scaled_up_gpus=self._scaled_up(state),
             )
             planned = self._solve_and_round(inputs, t0)
         except Exception as exc:
@@ -142,6 +148,17 @@ class PlannerPolicy:
             return keep_current_state(
                 state, now, self.config, plan_id=plan_id, policy=self.name, digest=digest, reason=reason
             )
+
+    def _scaled_up(self, state: ClusterState) -> dict[str, float]:
+        """Services running more GPUs than the last decision gave them (their autoscaler took
+        back lent or idle GPUs within the step): service -> GPUs it runs now."""
+        out: dict[str, float] = {}
+        for service in state.services:
+            name = service.spec.service
+            running = float(sum(service.replicas.values()) * service.spec.gpus_per_replica)
+            if name in self._kept and running > self._kept[name] + 1e-9:
+                out[name] = running
+        return out
 
     def _assemble(self, planned: Planned, plan_id: str, digest: str) -> Decision:
         assert planned.inputs is not None and planned.rounded is not None

@@ -1,5 +1,6 @@
 """Capacity for a step's peak, not its mean (optimizer/peak_margin.py), bursting into idle GPUs
-(optimizer/idle_burst.py) and not re-lending GPUs a service just took back (optimizer/headroom.py)."""
+(optimizer/idle_burst.py), not re-lending GPUs a service just took back (optimizer/headroom.py) and
+not cutting replicas its autoscaler just added (optimizer/service_inputs.py)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,19 @@ def test_gpus_taken_back_within_the_step_are_not_lent_again_at_once() -> None:
     # a fresh planner, which never saw the take-back, lends them again
     fresh = PlannerPolicy().decide(burst, wide, burst.as_of).allocation
     assert sum(s.gpus for s in fresh.services) < kept + 4
+
+
+def test_replicas_the_autoscaler_added_are_not_cut_at_the_next_step() -> None:
+    # nothing to lend (no jobs), the pool idle: the autoscaler scaled chat from 10 to 14 within the step
+    history = [10.0] * 100
+    flat = {"chat": forecast("chat", [10.0] * 96)}
+    policy = PlannerPolicy()
+    cluster = _busy_state(history, replicas=10)
+    first = policy.decide(cluster, flat, cluster.as_of).allocation
+    given = sum(s.gpus for s in first.services)
+    assert given < 14
+    chat = cluster.services[0].model_copy(update={"replicas": {"a": 14}})
+    scaled = cluster.model_copy(update={"services": [chat]})
+    assert sum(s.gpus for s in policy.decide(scaled, flat, scaled.as_of).allocation.services) >= 14
+    # a planner that gave it 14 itself, or never decided before, plans from the forecast alone
+    assert sum(s.gpus for s in PlannerPolicy().decide(scaled, flat, scaled.as_of).allocation.services) < 14
