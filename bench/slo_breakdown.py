@@ -140,3 +140,48 @@ def slo_breakdown(
         loop.step()
         sim.advance()
     return sim.breakdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.slo_breakdown``: the split per scenario and policy, as a table and JSON."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from simulator.registry import available_policies
+    from simulator.scenario import builtin_scenarios, load_scenario
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.slo_breakdown", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--scenario", action="append", help="built-in scenario (repeatable); default all")
+    parser.add_argument("--policy", action="append", help="policy (repeatable); default ebbtide, kueue-hpa")
+    parser.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
+    parser.add_argument("--json", type=Path, default=None, help="write the shares here")
+    args = parser.parse_args(argv)
+    scenarios = builtin_scenarios()
+    policies = available_policies()
+    table = Table(title="SLO shortfall by cause, % of demanded GPU-time")
+    for column in ("scenario", "policy", "shortfall", *CAUSES):
+        table.add_column(column, justify="left" if column in ("scenario", "policy") else "right")
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for name in args.scenario or sorted(scenarios):
+        scenario = load_scenario(scenarios[name])
+        for policy in args.policy or ["ebbtide", "kueue-hpa"]:
+            split = slo_breakdown(scenario, policies[policy], seed=args.seed)
+            shares = split.shares()
+            out.setdefault(name, {})[policy] = {"slo_shortfall": split.shortfall, **shares}
+            table.add_row(
+                name, policy, f"{100 * split.shortfall:.3f}", *(f"{100 * shares[c]:.3f}" for c in CAUSES)
+            )
+    Console(width=max(Console().width, 160)).print(table)
+    if args.json is not None:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
