@@ -67,6 +67,7 @@ class _Traced(Simulator):
         self.breakdown = Breakdown()
         self._asked: dict[str, float] = {}
         self._step_start = 0.0
+        self._plan_loading: dict[str, float] = {}
 
     def apply(self, allocation: Allocation):  # type: ignore[no-untyped-def]
         self._step_start = self.now_s
@@ -78,7 +79,12 @@ class _Traced(Simulator):
                     if d.gpus > 0 or d.replicas == 0
                     else float(d.replicas * self.specs[d.service].gpus_per_replica)
                 )
-        return super().apply(allocation)
+        results = super().apply(allocation)
+        self._plan_loading = {  # what the Allocation itself started loading (the autoscaler adds later)
+            service: sum(g for c in by_pool.values() for _, g in c.pending)
+            for service, by_pool in self.capacity.items()
+        }
+        return results
 
     def _integrate(self, t_s: float, dt_s: float) -> None:
         before = {s: sum(c.footprint for c in by_pool.values()) for s, by_pool in self.capacity.items()}
@@ -99,8 +105,14 @@ class _Traced(Simulator):
         if short <= 1e-9:
             return
         startup = self.specs[service].startup_s
-        plan_loading = sum(
-            g for c in by_pool.values() for at, g in c.pending if abs(at - startup - self._step_start) < 1e-6
+        plan_loading = min(
+            sum(
+                g
+                for c in by_pool.values()
+                for at, g in c.pending
+                if abs(at - startup - self._step_start) < 1e-6
+            ),
+            self._plan_loading.get(service, 0.0),
         )
         footprint = sum(c.footprint for c in by_pool.values())
         burst_loading = footprint - ready - plan_loading
