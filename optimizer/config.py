@@ -46,6 +46,14 @@ class PlannerConfig:
     """Cost per GPU-hour of replica capacity placed on a shared (time-sliced) GPU."""
     nowcast_steps: int = 4
     """Leading steps whose demand is at least the last observed demand (covers forecast misses)."""
+    peak_margin: bool = True
+    """Size capacity for a step's peak, not its mean: the plan covers the forecast plus the change
+    between step means at the SLO quantile, and a service lending headroom keeps ready the part
+    that a late take-back would cost more than it lends (optimizer/peak_margin.py)."""
+    autoscaler_reaction_s: float = 60.0
+    """Seconds a service's autoscaler needs to see a rise in demand and ask for replicas (an HPA's
+    metrics resolution and sync period), before their start-up: how late a take-back of lent GPUs
+    comes (optimizer/peak_margin.py)."""
     max_preemptions_per_step: int = 8
     time_limit_s: float = 0.8
     """Wall-clock budget of one decision (model update, solve, rounding, plan and reasons): the
@@ -58,6 +66,9 @@ class PlannerConfig:
     lend_headroom: bool = True
     """Lend step 0's idle inference headroom to preemptible, checkpointing jobs; services get a
     ``burst_gpus`` ceiling their autoscaler takes back from those borrowers (optimizer/headroom.py)."""
+    burst_into_idle: bool = True
+    """Raise a service's ``burst_gpus`` ceiling by the GPUs step 0 leaves idle in its pool, so its
+    autoscaler can scale into them within the step (optimizer/idle_burst.py)."""
 
     def __post_init__(self) -> None:
         positive = {
@@ -83,6 +94,7 @@ class PlannerConfig:
             "interference_cost": self.interference_cost,
             "max_preemptions_per_step": self.max_preemptions_per_step,
             "nowcast_steps": self.nowcast_steps,
+            "autoscaler_reaction_s": self.autoscaler_reaction_s,
         }
         for name, number in non_negative.items():
             if number < 0:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loop import Decision
+from optimizer.peak_margin import TakeBack, kept_margin_gpus
 from schemas import (
     ClusterState,
     DecisionCause,
@@ -59,16 +60,20 @@ class _Lendable:
         return self.planned_gpus - self.need_gpus - self.lent_gpus
 
 
-def kept_need_gpus(service: ServiceState, forecast: DemandForecast | None, step_s: int) -> float | None:
+def kept_need_gpus(
+    service: ServiceState, forecast: DemandForecast | None, step_s: int, margin_gpus: float = 0.0
+) -> float | None:
     """GPUs a service keeps for the demand it has now: max(last observed, median of the next
-    steps), whole replicas, at least min_replicas. None: no forecast at this step size."""
+    steps) plus ``margin_gpus`` (what it keeps ready for a rise within the step,
+    optimizer/peak_margin.py), whole replicas, at least min_replicas. None: no forecast at this
+    step size."""
     if forecast is None or forecast.step_s != step_s or "p50" not in forecast.quantiles:
         return None
     spec = service.spec
     per = spec.gpus_per_replica
     observed = service.demand_history[-1] if service.demand_history else 0.0
     median = max(forecast.curve("p50")[:_MEDIAN_STEPS], default=0.0)
-    need = math.ceil(max(observed, median) / per - 1e-9) * per
+    need = math.ceil((max(observed, median) + margin_gpus) / per - 1e-9) * per
     return float(max(need, spec.min_replicas * per))
 
 
@@ -90,9 +95,18 @@ def _pool_allows(pool: PoolState, job: JobState) -> bool:
 
 
 def lend_headroom(
-    decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
+    decision: Decision,
+    state: ClusterState,
+    forecasts: Mapping[str, DemandForecast],
+    take_back: TakeBack | None = None,
+    kept_before: Mapping[str, float] | None = None,
 ) -> Decision:
-    """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify)."""
+    """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
+    ``take_back``: what a late take-back costs (from PlannerConfig), when each service keeps ready
+    the margin a late take-back would cost more than it lends (optimizer/peak_margin.py); None: it
+    keeps only its demand now. ``kept_before``: the GPUs each service kept (did not lend) in the
+    last decision; a service running more now took lent GPUs back within that step, and keeps
+    them rather than lend them again at once (its demand rose past what it kept)."""
     allocation = decision.allocation
     if allocation.fallback:
         return decision
@@ -101,7 +115,9 @@ def lend_headroom(
     step_s = state.step_s
     pools = {p.name: p for p in state.pools}
     services = {s.spec.service: s for s in state.services}
-    lendable = _lendable(allocation.services, pools, services, forecasts, step_s)
+    lendable = _lendable(
+        allocation.services, pools, services, forecasts, step_s, take_back, kept_before or {}
+    )
     if not lendable:
         return decision
     jobs = {j.spec.job_id: j for j in state.jobs}
@@ -117,6 +133,8 @@ def _lendable(
     services: Mapping[str, ServiceState],
     forecasts: Mapping[str, DemandForecast],
     step_s: int,
+    take_back: TakeBack | None,
+    kept_before: Mapping[str, float],
 ) -> dict[tuple[str, str], _Lendable]:
     by_service: dict[str, list[ServiceDecision]] = defaultdict(list)
     for d in decisions:
@@ -126,10 +144,18 @@ def _lendable(
         service = services.get(name)
         if service is None:
             continue
-        need = kept_need_gpus(service, forecasts.get(name), step_s)
+        margin = (
+            0.0
+            if take_back is None
+            else kept_margin_gpus(service.spec, service.demand_history, step_s, take_back)
+        )
+        need = kept_need_gpus(service, forecasts.get(name), step_s, margin)
         if need is None:
             continue
         per = service.spec.gpus_per_replica
+        running = sum(service.replicas.values()) * per
+        if name in kept_before and running > kept_before[name] + 1e-9:
+            need = max(need, float(running))  # taken back within the last step: not lent again yet
         # the need is kept in the pools the plan gives most (deterministic: then by pool name)
         for d in sorted(planned, key=lambda d: (-d.gpus, d.pool)):
             pool = pools.get(d.pool)

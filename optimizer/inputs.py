@@ -227,8 +227,11 @@ def build_inputs(
     curve: InterferenceCurve = DEFAULT_CURVE,
     band_factors: Mapping[str, float] | None = None,
     blocks: Blocks | None = None,
+    scaled_up_gpus: Mapping[str, float] | None = None,
 ) -> PlanInputs:
     """``band_factors``: per service, the factor its forecast band is scaled by (1 if absent);
+    ``scaled_up_gpus``: per service whose autoscaler added replicas within the last step, the GPUs
+    it runs now (the next steps' demand is at least that: optimizer/service_inputs.py);
     ``blocks``: make_blocks(config, ...) when the caller keeps it."""
     steps, step_s = config.horizon_steps, config.step_s
     pools = state.pools
@@ -245,7 +248,7 @@ def build_inputs(
         pool_free_nodes=tuple(list(getattr(p, "free_gpus_by_node", None) or []) or None for p in pools),
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
         window_reason=tuple(window_reason),
-        **_service_fields(state, forecasts, now, config, curve, band_factors),
+        **_service_fields(state, forecasts, now, config, curve, band_factors, scaled_up_gpus),
         **_job_fields(state, now, steps, step_s),
     )
 
@@ -257,11 +260,12 @@ def _service_fields(
     config: PlannerConfig,
     curve: InterferenceCurve,
     band_factors: Mapping[str, float] | None,
+    scaled_up_gpus: Mapping[str, float] | None,
 ) -> dict[str, Any]:
     """PlanInputs' services' fields (optimizer/service_inputs.py)."""
     services = state.services
     svc_allowed, svc_tenants, svc_loss, svc_now = service_placement(state, curve)
-    demand, models = service_demand(state, forecasts, now, config, band_factors)
+    demand, models = service_demand(state, forecasts, now, config, band_factors, scaled_up_gpus)
     return {
         "service_names": tuple(s.spec.service for s in services),
         "svc_gpr": np.asarray([s.spec.gpus_per_replica for s in services], dtype=float),

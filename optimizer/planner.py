@@ -11,7 +11,8 @@ The loop calls ``decide`` once a step; it runs the pipeline on the calling threa
 6. assemble the HorizonPlan and the Allocation with reasons (optimizer/plan_build.py), and check
    it (optimizer/guard.py): a plan with a service under its min_replicas or a pool over-committed
    is replaced by the fallback;
-7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py).
+7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py), and let
+   services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py).
 
 Only step 0 is committed. On time-out, infeasibility, any HiGHS status but Optimal (Empty and
 Unbounded included) or any error the planner publishes a flagged
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -45,9 +47,11 @@ from optimizer.extract import relaxed_shares, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.guard import violations
 from optimizer.headroom import lend_headroom
+from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
 from optimizer.nodes import NodeHolds
+from optimizer.peak_margin import TakeBack
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
@@ -84,6 +88,7 @@ class PlannerPolicy:
         self._model = HorizonModel()
         self._holds: NodeHolds = {}
         self._last_plan: HorizonPlan | None = None
+        self._kept: dict[str, float] = {}  # GPUs each service kept (not lent) at the last decision
         self._post_solve_s = FIRST_POST_SOLVE_SHARE * self.config.time_limit_s
         self._solve_end = 0.0
         self._horizon_s = self.config.horizon_steps * self.config.step_s
@@ -104,7 +109,13 @@ class PlannerPolicy:
         try:
             corrected, factors = self._calibrator.adjust(state, forecasts, now)
             inputs = build_inputs(
-                state, corrected, now, self.config, band_factors=factors, blocks=self._blocks
+                state,
+                corrected,
+                now,
+                self.config,
+                band_factors=factors,
+                blocks=self._blocks,
+                scaled_up_gpus=self._scaled_up(state),
             )
             planned = self._solve_and_round(inputs, t0)
         except Exception as exc:
@@ -137,6 +148,17 @@ class PlannerPolicy:
             return keep_current_state(
                 state, now, self.config, plan_id=plan_id, policy=self.name, digest=digest, reason=reason
             )
+
+    def _scaled_up(self, state: ClusterState) -> dict[str, float]:
+        """Services running more GPUs than the last decision gave them (their autoscaler took
+        back lent or idle GPUs within the step): service -> GPUs it runs now."""
+        out: dict[str, float] = {}
+        for service in state.services:
+            name = service.spec.service
+            running = float(sum(service.replicas.values()) * service.spec.gpus_per_replica)
+            if name in self._kept and running > self._kept[name] + 1e-9:
+                out[name] = running
+        return out
 
     def _assemble(self, planned: Planned, plan_id: str, digest: str) -> Decision:
         assert planned.inputs is not None and planned.rounded is not None
@@ -194,10 +216,24 @@ class PlannerPolicy:
     def _lend(
         self, decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
     ) -> Decision:
-        """Lending is an extra: on any failure the plan stands without it."""
+        """Lending and bursting into idle GPUs are extras: on any failure the plan stands without
+        them."""
         if self.config.lend_headroom:
             with contextlib.suppress(Exception):
-                return lend_headroom(decision, state, forecasts)
+                config = self.config
+                take_back = (
+                    TakeBack(config.shortfall_penalty, config.autoscaler_reaction_s)
+                    if config.peak_margin
+                    else None
+                )
+                decision = lend_headroom(decision, state, forecasts, take_back, self._kept)
+        if self.config.burst_into_idle:
+            with contextlib.suppress(Exception):
+                decision = burst_into_idle(decision, state)
+        kept: dict[str, float] = defaultdict(float)
+        for s in decision.allocation.services:
+            kept[s.service] += s.gpus
+        self._kept = dict(kept)
         return decision
 
     def _fallback(self, state: ClusterState, now: datetime, failed: Planned, t0: float) -> Planned:

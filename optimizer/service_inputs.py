@@ -14,6 +14,7 @@ import numpy as np
 from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import InterferenceCurve
+from optimizer.peak_margin import plan_margin_gpus
 from schemas import ClusterState, DemandForecast
 
 
@@ -88,9 +89,13 @@ def service_demand(
     now: datetime,
     config: PlannerConfig,
     band_factors: Mapping[str, float] | None,
+    scaled_up_gpus: Mapping[str, float] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
-    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor), and the label
-    of the forecast it came from."""
+    """[S, T] demand at each service's SLO quantile (band scaled, nowcast floor, plus the margin
+    for a step's peak when ``config.peak_margin``: optimizer/peak_margin.py), and the label of the
+    forecast it came from. A service in ``scaled_up_gpus`` (its autoscaler added replicas within
+    the last step: demand rose past what it was given) needs at least the GPUs it runs now in the
+    nowcast steps, so the plan does not cut replicas demand has just asked for."""
     steps, step_s = config.horizon_steps, config.step_s
     demand = np.zeros((len(state.services), steps))
     models: list[str] = []
@@ -104,5 +109,10 @@ def service_demand(
             # Persistence floor: the next steps need at least what is busy now (forecast misses).
             lead = min(config.nowcast_steps, steps)
             demand[s, :lead] = np.maximum(demand[s, :lead], service.demand_history[-1])
+        if scaled_up_gpus and spec.service in scaled_up_gpus:
+            lead = min(max(config.nowcast_steps, 1), steps)
+            demand[s, :lead] = np.maximum(demand[s, :lead], scaled_up_gpus[spec.service])
+        if config.peak_margin:
+            demand[s] += plan_margin_gpus(spec, service.demand_history)
         models.append(model)
     return demand, models

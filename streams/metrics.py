@@ -111,8 +111,9 @@ class EbbtideMetrics:
                                       "Inference capacity of the latest allocation (step 0) per service",
                                       ["cluster", "service"], registry=r)
         self.lent_headroom = Gauge("ebbtide_lent_headroom_gpus",
-                                   "Inference headroom of the latest allocation lent to preemptible jobs "
-                                   "(the service's autoscaler may take it back within the step)",
+                                   "Burst ceiling of the latest allocation: inference headroom lent to "
+                                   "preemptible jobs plus GPUs left idle (the service's autoscaler may "
+                                   "take it within the step)",
                                    ["cluster", "service"], registry=r)
         self.job_decisions = Counter("ebbtide_job_decisions", "Job decisions (run, hold, preempt)",
                                      ["cluster", "action"], registry=r)

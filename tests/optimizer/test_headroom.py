@@ -70,7 +70,7 @@ def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
 
 def test_non_preemptible_jobs_never_borrow() -> None:
     cluster = _cluster([job("pinned", 4, weight=5.0, preemptible=False)])
-    decision = _decide(cluster)
+    decision = _decide(cluster, PlannerConfig(burst_into_idle=False))  # a ceiling only from lending
     assert all(j.borrows_from is None for j in decision.allocation.jobs)
     assert all(s.burst_gpus == 0 for s in decision.allocation.services)
 
@@ -84,7 +84,7 @@ def test_nothing_to_lend_to_changes_nothing() -> None:
 
 def test_lending_off_keeps_the_reservation_idle() -> None:
     cluster = _cluster([job("w", 4, hours=8.0)])
-    decision = _decide(cluster, PlannerConfig(lend_headroom=False))
+    decision = _decide(cluster, PlannerConfig(lend_headroom=False, burst_into_idle=False))
     assert all(s.burst_gpus == 0 for s in decision.allocation.services)
     assert all(j.borrows_from is None for j in decision.allocation.jobs)
 

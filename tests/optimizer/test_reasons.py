@@ -163,7 +163,9 @@ NUMBER_CHECKS = (
 class Step0:
     """The allocation's step 0 by pool and team, to check reasons against. Reasons are written
     before headroom is lent (optimizer/headroom.py): inference's reservation there counts the GPUs
-    lent (``burst_gpus``), and the running jobs leave out the borrowers, which say so themselves."""
+    lent (the part of ``burst_gpus`` its borrowers run on, in whole replicas; the rest of a ceiling
+    is GPUs left free, optimizer/idle_burst.py), and the running jobs leave out the borrowers,
+    which say so themselves."""
 
     def __init__(self, state: ClusterState, alloc: Allocation) -> None:
         self.specs = {j.spec.job_id: j.spec for j in state.jobs}
@@ -174,9 +176,15 @@ class Step0:
             if d.action == JobAction.RUN and d.borrows_from is None:
                 self.jobs[d.pool or ""] += d.gpus
                 self.team[self.specs[d.job_id].team] += d.gpus
+        lent: dict[tuple[str, str], int] = defaultdict(int)
+        for d in alloc.jobs:
+            if d.action == JobAction.RUN and d.borrows_from is not None:
+                lent[(d.borrows_from, d.pool or "")] += d.gpus
+        per = {s.spec.service: s.spec.gpus_per_replica for s in state.services}
         inference: dict[str, float] = defaultdict(float)
         for s in alloc.services:
-            inference[s.pool] += s.gpus + s.burst_gpus
+            lent_replicas = math.ceil(lent[(s.service, s.pool)] / per[s.service] - 1e-9)
+            inference[s.pool] += s.gpus + min(s.burst_gpus, lent_replicas * per[s.service])
         self.inference = {p: math.ceil(g - 1e-6) for p, g in inference.items()}
 
     def free(self, pool: str) -> int:

@@ -1,0 +1,84 @@
+"""Burst into idle GPUs (pipeline stage 7, after lending headroom, optimizer/headroom.py): a service
+may scale up within the step into the GPUs step 0 leaves idle in its pool.
+
+A plan sizes each service for its forecast; where demand outruns it inside the step (a level
+shift no history showed, a burst) the service's autoscaler can add replicas at once only up to its
+``burst_gpus`` ceiling. Lending sets that ceiling to what it lent; GPUs that neither a service nor
+a job holds in step 0 are free for the autoscaler too, at no cost to any job, so they are added to
+the ceiling of the service that holds most of that pool (ties by name), in whole replicas. Pools
+that time-slice GPUs count their services' physical GPUs. Pure: a function of the decision and the
+cluster state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from loop import Decision
+from schemas import ClusterState, HorizonPlan, JobAction, PlanBlock, ServiceDecision
+
+
+def idle_gpus(decision: Decision, state: ClusterState) -> dict[str, int]:
+    """Pool -> whole GPUs step 0 leaves idle: available, less services (with their burst ceilings)
+    and the jobs that run there and do not borrow (borrowers run inside a ceiling)."""
+    allocation = decision.allocation
+    held: dict[str, float] = defaultdict(float)
+    for s in allocation.services:
+        held[s.pool] += s.gpus + s.burst_gpus
+    for j in allocation.jobs:
+        if j.action == JobAction.RUN and j.pool is not None and j.borrows_from is None:
+            held[j.pool] += j.gpus
+    return {p.name: max(math.floor(p.gpus_available - held[p.name] + 1e-9), 0) for p in state.pools}
+
+
+def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
+    """The decision with each pool's idle GPUs added to the burst ceiling of its largest service."""
+    allocation = decision.allocation
+    if allocation.fallback or not allocation.services:
+        return decision
+    idle = idle_gpus(decision, state)
+    per_replica = {s.spec.service: s.spec.gpus_per_replica for s in state.services}
+    largest: dict[str, ServiceDecision] = {}
+    for s in allocation.services:
+        best = largest.get(s.pool)
+        if s.replicas > 0 and (best is None or (s.gpus, best.service) > (best.gpus, s.service)):
+            largest[s.pool] = s
+    added: dict[tuple[str, str], float] = {}
+    for pool, s in largest.items():
+        per = per_replica.get(s.service, 1)
+        extra = idle.get(pool, 0) // per * per
+        if extra > 0:
+            added[(s.service, pool)] = float(extra)
+    if not added:
+        return decision
+    services = [_with_burst(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
+    return Decision(
+        plan=_plan_with_bursts(decision.plan, added),
+        allocation=allocation.model_copy(update={"services": services}),
+    )
+
+
+def _with_burst(s: ServiceDecision, extra: float) -> ServiceDecision:
+    if extra <= 0:
+        return s
+    reason = (
+        f"{s.reason}; its autoscaler may add up to {extra:g} GPUs left idle in pool {s.pool} within the step"
+    )
+    return s.model_copy(update={"burst_gpus": s.burst_gpus + extra, "reason": reason})
+
+
+def _plan_with_bursts(plan: HorizonPlan, added: dict[tuple[str, str], float]) -> HorizonPlan:
+    """The plan with step 0's ceilings raised the same (a first block longer than step 0 is split)."""
+    first = plan.blocks[0]
+    services = [
+        c.model_copy(update={"burst_gpus": c.burst_gpus + added.get((c.service, c.pool), 0.0)})
+        for c in first.services
+    ]
+    step0 = PlanBlock(first_step=0, steps=1, services=services, jobs=list(first.jobs))
+    rest = (
+        [PlanBlock(first_step=1, steps=first.steps - 1, services=first.services, jobs=first.jobs)]
+        if first.steps > 1
+        else []
+    )
+    return HorizonPlan.model_validate({**dict(plan), "blocks": [step0, *rest, *plan.blocks[1:]]})
