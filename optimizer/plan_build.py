@@ -40,8 +40,10 @@ def _services_by_block(inputs: PlanInputs, plan: RoundedPlan) -> list[list[Servi
     rows: list[dict[str, object]] = []
     in_block: list[list[int]] = [[] for _ in range(inputs.blocks.count)]
     replicas, gpus = plan.svc_replicas, plan.svc_gpus
-    for b, s, p in zip(*(i.tolist() for i in (replicas.transpose(2, 0, 1) > 0).nonzero()), strict=True):
-        key = (s, p, int(replicas[s, p, b]), float(gpus[s, p, b]))
+    block, svc, pool = (replicas.transpose(2, 0, 1) > 0).nonzero()
+    counts, gpus_of = replicas[svc, pool, block].astype(int).tolist(), gpus[svc, pool, block].tolist()
+    for b, s, p, count, on in zip(block.tolist(), svc.tolist(), pool.tolist(), counts, gpus_of, strict=True):
+        key = (s, p, count, on)
         k = index.get(key)
         if k is None:
             k = index[key] = len(rows)

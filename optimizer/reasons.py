@@ -129,6 +129,22 @@ def _job_numbers(inputs: PlanInputs, jobs: list[int]) -> dict[int, dict[str, obj
     }
 
 
+def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, str]:
+    """For each gang with nodes held for it as they drain, those nodes as its reasons quote them
+    (the first pool that holds any, as step 0 recorded them)."""
+    by_job: dict[int, tuple[int, list[int]]] = {}
+    for p, held in enumerate(plan.outcome.held_for):
+        for node, job in held.items():
+            pool, nodes = by_job.setdefault(job, (p, []))
+            if pool == p:
+                nodes.append(node)
+    return {
+        job: f"; node(s) {', '.join(f'#{n}' for n in sorted(nodes))} of pool {inputs.pool_names[p]} "
+        "held for it as they drain"
+        for job, (p, nodes) in by_job.items()
+    }
+
+
 @dataclass(frozen=True)
 class ReasonContext:
     inputs: PlanInputs
@@ -139,6 +155,8 @@ class ReasonContext:
     pool_notes: list[str]  # [P] what holds each pool's GPUs in step 0
     svc_notes: list[str]  # [S] each service's forecast as reasons quote it
     job_numbers: dict[int, dict[str, object]]  # the numbers each job's reasons quote
+    first_block: list[int]  # [J] the first block the plan runs each job in, -1: none
+    held_for: dict[int, str]  # gang job -> the nodes held for it, as its reasons quote them
 
     @classmethod
     def build(cls, inputs: PlanInputs, plan: RoundedPlan, jobs: list[int]) -> ReasonContext:
@@ -159,7 +177,12 @@ class ReasonContext:
             for p in range(n_pools)
         ]
         numbers = _job_numbers(inputs, jobs)
-        return cls(inputs, plan, svc_gpus0, free0, team_used0, notes, svc_notes, numbers)
+        planned = plan.job_pool >= 0
+        first_block = np.where(planned.any(axis=1), planned.argmax(axis=1), -1).tolist()
+        held_for = _held_nodes(inputs, plan)
+        return cls(
+            inputs, plan, svc_gpus0, free0, team_used0, notes, svc_notes, numbers, first_block, held_for
+        )
 
     def service_reason(self, s: int, p: int, replicas: int, gpus: float) -> Reason:
         """Why service s has ``replicas`` on ``gpus`` in pool p in step 0."""
@@ -243,21 +266,11 @@ class ReasonContext:
 
     def _when(self, j: int) -> str:
         """When the plan starts job j, if within the horizon."""
-        inp, planned = self.inputs, self.plan.job_pool[j] >= 0
-        if not planned.any():
+        inp, b = self.inputs, self.first_block[j]
+        if b < 0:
             return "not planned to start within the horizon"
-        b = int(planned.argmax())
         step = int(inp.blocks.first_step[b])
         return f"planned to start at {_hhmm(inp, step)} in pool {inp.pool_names[self.plan.job_pool[j, b]]}"
-
-    def _held_for(self, j: int) -> str:
-        """The nodes held for job j's gang as they drain, as its reasons quote them."""
-        for p, held in enumerate(self.plan.outcome.held_for):
-            nodes = sorted(node for node, job in held.items() if job == j)
-            if nodes:
-                listed = ", ".join(f"#{n}" for n in nodes)
-                return f"; node(s) {listed} of pool {self.inputs.pool_names[p]} held for it as they drain"
-        return ""
 
     def hold_reason(self, j: int) -> Reason:
         inp = self.inputs
@@ -265,7 +278,7 @@ class ReasonContext:
             return explain(C.NO_ALLOWED_POOL)
         if inp.job_remaining_s[j] <= 0:
             return explain(C.NO_WORK_LEFT)
-        numbers = self.job_numbers[j] | {"when": self._when(j), "held": self._held_for(j)}
+        numbers = self.job_numbers[j] | {"when": self._when(j), "held": self.held_for.get(j, "")}
         team = int(inp.job_team[j])
         blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
         if blocked.cause == C.TEAM_QUOTA:
