@@ -132,25 +132,38 @@ def _service_decisions(
     return decisions
 
 
-def _job_decision(inputs: PlanInputs, plan: RoundedPlan, reasons: ReasonContext, j: int) -> dict[str, object]:
-    """Step 0's decision for job j: run in a pool, preempt, or hold."""
-    job_id, p = inputs.job_ids[j], int(plan.job_pool[j, 0])
-    if p >= 0:
-        pool, gpus, why = inputs.pool_names[p], int(inputs.job_gang[j]), reasons.run_reason(j, p)
-        action = JobAction.RUN
-    elif plan.preempted[j]:
-        pool, gpus, why = inputs.pool_names[int(inputs.job_running_pool[j])], 0, reasons.preempt_reason(j)
-        action = JobAction.PREEMPT
-    else:
-        pool, gpus, why, action = None, 0, reasons.hold_reason(j), JobAction.HOLD
-    return {
-        "job_id": job_id,
-        "action": action,
-        "pool": pool,
-        "gpus": gpus,
-        "reason": why.text,
-        "cause": why.cause,
-    }
+def _job_decisions(
+    inputs: PlanInputs, plan: RoundedPlan, reasons: ReasonContext, jobs: list[int]
+) -> list[dict[str, object]]:
+    """Step 0's decision for each of ``jobs``: run in a pool, preempt, or hold (one pass over
+    the plan's step 0 as plain lists)."""
+    at = np.asarray(jobs, dtype=np.int64)
+    pools0, preempted = plan.job_pool[at, 0].tolist(), plan.preempted[at].tolist()
+    gangs, running_in = inputs.job_gang[at].astype(int).tolist(), inputs.job_running_pool[at].tolist()
+    decisions: list[dict[str, object]] = []
+    for j, p, stopped, gang, was_in in zip(jobs, pools0, preempted, gangs, running_in, strict=True):
+        if p >= 0:
+            pool, gpus, why, action = inputs.pool_names[p], gang, reasons.run_reason(j, p), JobAction.RUN
+        elif stopped:
+            pool, gpus, why, action = (
+                inputs.pool_names[was_in],
+                0,
+                reasons.preempt_reason(j),
+                JobAction.PREEMPT,
+            )
+        else:
+            pool, gpus, why, action = None, 0, reasons.hold_reason(j), JobAction.HOLD
+        decisions.append(
+            {
+                "job_id": inputs.job_ids[j],
+                "action": action,
+                "pool": pool,
+                "gpus": gpus,
+                "reason": why.text,
+                "cause": why.cause,
+            }
+        )
+    return decisions
 
 
 def build_allocation(
@@ -169,7 +182,7 @@ def build_allocation(
             "step_s": inputs.step_s,
             "valid_until": inputs.now + timedelta(seconds=inputs.step_s),
             "services": _service_decisions(inputs, plan, reasons),
-            "jobs": [_job_decision(inputs, plan, reasons, j) for j in jobs],
+            "jobs": _job_decisions(inputs, plan, reasons, jobs),
             "fallback": fallback_reason is not None,
             "fallback_reason": fallback_reason,
         }

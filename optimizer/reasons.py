@@ -157,6 +157,8 @@ class ReasonContext:
     job_numbers: dict[int, dict[str, object]]  # the numbers each job's reasons quote
     first_block: list[int]  # [J] the first block the plan runs each job in, -1: none
     held_for: dict[int, str]  # gang job -> the nodes held for it, as its reasons quote them
+    running_pool: list[int]  # [J] inputs.job_running_pool as a list
+    preemptible: list[bool]  # [J] inputs.job_preemptible as a list
 
     @classmethod
     def build(cls, inputs: PlanInputs, plan: RoundedPlan, jobs: list[int]) -> ReasonContext:
@@ -181,7 +183,18 @@ class ReasonContext:
         first_block = np.where(planned.any(axis=1), planned.argmax(axis=1), -1).tolist()
         held_for = _held_nodes(inputs, plan)
         return cls(
-            inputs, plan, svc_gpus0, free0, team_used0, notes, svc_notes, numbers, first_block, held_for
+            inputs,
+            plan,
+            svc_gpus0,
+            free0,
+            team_used0,
+            notes,
+            svc_notes,
+            numbers,
+            first_block,
+            held_for,
+            inputs.job_running_pool.tolist(),
+            inputs.job_preemptible.tolist(),
         )
 
     def service_reason(self, s: int, p: int, replicas: int, gpus: float) -> Reason:
@@ -219,10 +232,10 @@ class ReasonContext:
     def run_reason(self, j: int, p: int) -> Reason:
         inp, outcome = self.inputs, self.plan.outcome
         numbers = self.job_numbers[j] | {"pool": inp.pool_names[p], "pool_note": self.pool_notes[p]}
-        if int(inp.job_running_pool[j]) != p:
+        if self.running_pool[j] != p:
             cause = C.BACKFILL if j in outcome.backfilled else C.PLANNED_START
             return explain(cause, share=f"{self.plan.job_share0[j, p]:.2f}", **numbers)
-        if not inp.job_preemptible[j]:
+        if not self.preemptible[j]:
             return explain(C.NOT_PREEMPTIBLE, **numbers)
         if j in outcome.kept_by_bound:
             share = f"{self.plan.job_share0[j, p]:.2f}"
