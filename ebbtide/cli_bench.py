@@ -19,8 +19,12 @@ def register(app: typer.Typer) -> None:
 def bench(
     quick: Annotated[bool, typer.Option("--quick", help="Shorter window, same shape.")] = False,
     scenario: Annotated[
-        list[str] | None, typer.Option("--scenario", help="Built-in scenario name (repeatable); default all.")
+        list[str] | None,
+        typer.Option("--scenario", help="Scenario name, built-in or extra (repeatable); default: built-ins."),
     ] = None,
+    extra: Annotated[
+        bool, typer.Option("--extra", help="Add the extra scenarios (scenarios/extra/); alone: only those.")
+    ] = False,
     scenario_file: Annotated[
         list[Path] | None, typer.Option("--scenario-file", help="Scenario YAML file (repeatable).")
     ] = None,
@@ -39,20 +43,11 @@ def bench(
     from bench.plot_bench import write_png
     from bench.scenarios_bench import render_table, run_bench
     from simulator.registry import available_policies
-    from simulator.scenario import ScenarioError, builtin_scenarios, load_scenario
+    from simulator.scenario import ScenarioError, load_scenario
 
     console = Console(stderr=True)
-    builtin = builtin_scenarios()
-    scenario = scenario or []
     policy = policy or []
-    unknown = [s for s in scenario if s not in builtin]
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown scenario {', '.join(unknown)}; built-in: {', '.join(builtin)}", param_hint="--scenario"
-        )
-    paths = [builtin[s] for s in scenario] + list(scenario_file or [])
-    if not paths:
-        paths = list(builtin.values())
+    paths = chosen_scenario_files(scenario or [], list(scenario_file or []), extra)
     try:
         scenarios = [load_scenario(p) for p in paths]
     except ScenarioError as exc:
@@ -87,3 +82,25 @@ def bench(
             for policy_name, error in errors.items():
                 console.print(f"FAILED {scenario_name} / {policy_name}: {error}", style="red", markup=False)
         raise typer.Exit(1)
+
+
+def chosen_scenario_files(names: list[str], files: list[Path], extra: bool) -> list[Path]:
+    """Named scenarios (built-in or extra), then files, then the extra set with ``--extra``.
+
+    With none of these the built-in set runs; ``--extra`` alone runs only the extra set.
+    """
+    from simulator.scenario import builtin_scenarios, extra_scenarios
+
+    builtin, extras = builtin_scenarios(), extra_scenarios()
+    known = {**extras, **builtin}
+    unknown = [s for s in names if s not in known]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown scenario {', '.join(unknown)}; "
+            f"built-in: {', '.join(builtin)}; extra: {', '.join(extras)}",
+            param_hint="--scenario",
+        )
+    paths = [known[s] for s in names] + files
+    if extra:
+        paths += [p for p in extras.values() if p not in paths]
+    return paths or list(builtin.values())

@@ -162,7 +162,9 @@ def build_processor(service: str, settings: Settings, parts: Parts) -> Processor
         )
     if service == "forecaster":
         source = parts.forecast_source or default_forecast_source(settings)
-        return ForecasterProcessor(source=source, drift_band=settings.forecaster.drift_band)
+        return ForecasterProcessor(
+            source=source, drift_band=settings.forecaster.drift_band, cluster=settings.cluster
+        )
     if service == "optimizer":
         return OptimizerProcessor(
             policy=parts.policy or default_policy(settings),

@@ -71,6 +71,11 @@ class ForecastBank:
         self._slots[service] = _ServiceSlot(model=model, fitted_at=fitted_at, horizon_steps=horizon_steps)
         return model
 
+    def keep_only(self, services: set[str]) -> None:
+        """Forget the models of services not in ``services`` (gone from the cluster)."""
+        for name in set(self._slots) - services:
+            del self._slots[name]
+
     def refit_due(self, service: str, now: datetime, step_s: int | None = None) -> bool:
         slot = self._slots.get(service)
         if slot is None:

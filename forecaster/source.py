@@ -92,6 +92,7 @@ class BankForecastSource:
     def forecasts(self, state: ClusterState, now: datetime) -> dict[str, DemandForecast]:
         horizon_steps = self.horizon_steps(state)
         bank = self.bank_for(state.cluster)
+        bank.keep_only({s.spec.service for s in state.services})
         out: dict[str, DemandForecast] = {}
         for service_state in state.services:
             name = service_state.spec.service

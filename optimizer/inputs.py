@@ -105,7 +105,8 @@ class PlanInputs:
     job_team: np.ndarray  # [J] team index
     job_priority_class: tuple[str, ...]
     team_names: tuple[str, ...]
-    team_quota: np.ndarray  # [teams] GPUs, inf when no quota
+    team_quota: np.ndarray  # [teams] GPUs the plan holds a team to: nominal + lent; inf when no quota
+    team_lent: np.ndarray  # [teams] GPUs of the other teams' idle quota lent to it (see lent_quota)
     max_weight: float
     job_active: np.ndarray | None = None  # [J] False for an empty job slot (None: every job is real)
     held_nodes: NodeHolds | None = None  # nodes held for blocked gangs at the last decision
@@ -277,6 +278,33 @@ def _service_fields(
     }
 
 
+def lent_quota(nominal: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """[teams] GPUs of idle quota lent to each team, as Kueue lends unused quota within a cohort.
+
+    A team's idle quota is its nominal quota less the GPUs its queued and running jobs want; the
+    idle quota of all teams is lent to the teams that want more than their own, in proportion to
+    how much more (whole GPUs, rounded down). So the caps add up to at most the nominal quotas: a
+    team whose work comes back has its
+    quota back at the next step (borrowers' preemptible jobs are stopped for it), whatever the
+    weights. Teams without a quota (inf) neither lend nor borrow.
+    """
+    finite = np.isfinite(nominal)
+    idle = np.where(finite, np.maximum(nominal - wanted, 0.0), 0.0)
+    excess = np.where(finite, np.maximum(wanted - nominal, 0.0), 0.0)
+    if excess.sum() <= 0.0:
+        return np.zeros_like(nominal)
+    return np.asarray(np.floor(idle.sum() * excess / excess.sum() + 1e-9), dtype=float)
+
+
+def _team_quotas(
+    state: ClusterState, teams: list[str], gang: np.ndarray, job_team: np.ndarray
+) -> dict[str, np.ndarray]:
+    nominal = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams], dtype=float)
+    wanted = np.bincount(job_team, weights=gang, minlength=len(teams)).astype(float)
+    lent = lent_quota(nominal, wanted)
+    return {"team_quota": nominal + lent, "team_lent": lent}
+
+
 def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> dict[str, Any]:
     """PlanInputs' jobs' and teams' fields, for the jobs queued or running."""
     pools = state.pools
@@ -293,6 +321,7 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
     restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
     since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
     weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
+    job_team = np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64).reshape(n_jobs)
     return {
         "job_ids": tuple([spec.job_id for spec in specs]),
         "job_gang": gang,
@@ -305,10 +334,10 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
         "job_lost_gpu_s": since_checkpoint + restart_s * gang,
         "job_restart_s": restart_s,
         "job_deadline_step": _deadline_steps(specs, now, steps, step_s),
-        "job_team": np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64),
+        "job_team": job_team,
         "job_priority_class": tuple([spec.priority_class for spec in specs]),
         "team_names": tuple(teams),
-        "team_quota": np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams]),
+        **_team_quotas(state, teams, gang, job_team),
         "max_weight": float(weights.max()) if n_jobs else 1.0,
         "job_nodes": running_job_nodes(pools, jobs),
     }

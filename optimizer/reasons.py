@@ -35,6 +35,10 @@ TEMPLATES: dict[DecisionCause, str] = {
     "({for_gpus} GPUs, weight {for_weight}), above its own weight {weight}; " + _LOSES,
     C.FREED_FOR_JOBS: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} GPUs, "
     "weight {for_weight}){others}, starting now (its own weight {weight}); " + _LOSES,
+    C.QUOTA_RECLAIMED: "preempted: quota reclaimed: team {team} runs beyond its quota of {quota} GPUs "
+    "on quota lent by idle teams, and job {for_job} ({for_gpus} GPUs, weight {for_weight}) of team "
+    "{for_team}{others} takes its GPUs in pool {pool} back, starting now (its {gpus} GPUs, its own weight "
+    "{weight}); " + _LOSES,
     C.FREED_FOR_INFERENCE: "preempted: its {gpus} GPUs in pool {pool} go to inference, {service} "
     "grows from {from_replicas} to {to_replicas} replicas there: {service_note}; " + _LOSES,
     C.POOL_SHRINKS: "preempted: {pool_note}; fewer GPUs in service than running work held "
@@ -44,7 +48,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NO_ALLOWED_POOL: "held: no pool matches the job's allowed pools and GPU types",
     C.NO_WORK_LEFT: "held: no work left by its own estimate",
     C.TEAM_QUOTA: "held: team {team} is at its quota of {quota} GPUs ({used} in use, its gang needs "
-    "{gpus}); {when}",
+    "{gpus}){lent}; {when}",
     C.FRAGMENTATION: "held: fragmentation: {free} GPUs free in pool {pool} but its nodes do not take "
     "a gang of {gpus} (most free on one node: {largest} of {per_node}){held}; {when}",
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
@@ -254,6 +258,8 @@ class ReasonContext:
         if starts.size:
             top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])
             others = f" and {starts.size - 1} more" if starts.size > 1 else ""
+            if self._reclaims_quota(j, top):
+                return explain(C.QUOTA_RECLAIMED, others=others, **self._quota_numbers(j, top), **numbers)
             return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
         if inp.n_services:
             grows = plan.svc_replicas[:, p, 0] - inp.svc_replicas_now[:, p]
@@ -295,11 +301,13 @@ class ReasonContext:
         team = int(inp.job_team[j])
         blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
         if blocked.cause == C.TEAM_QUOTA:
+            lent = float(inp.team_lent[team])
             return explain(
                 C.TEAM_QUOTA,
                 team=inp.team_names[team],
-                quota=f"{inp.team_quota[team]:.0f}",
+                quota=f"{inp.team_quota[team] - lent:.0f}",
                 used=f"{self.team_used0[team]:.0f}",
+                lent=f", with {lent:.0f} more lent by idle quotas" if lent else "",
                 **numbers,
             )
         p = blocked.pool
@@ -315,6 +323,21 @@ class ReasonContext:
         if blocked.cause == C.NODES_HELD_FOR_GANG and blocked.gang >= 0:
             return explain(C.NODES_HELD_FOR_GANG, **self._other_job(blocked.gang), **numbers)
         return self._full_reason(j, p, numbers)
+
+    def _reclaims_quota(self, j: int, by: int) -> bool:
+        """Job j runs on quota lent to its team, and ``by``, of another team with a quota, starts."""
+        inp = self.inputs
+        mine, theirs = int(inp.job_team[j]), int(inp.job_team[by])
+        return bool(inp.team_lent[mine] > 0 and mine != theirs and np.isfinite(inp.team_quota[theirs]))
+
+    def _quota_numbers(self, j: int, by: int) -> dict[str, object]:
+        inp = self.inputs
+        team = int(inp.job_team[j])
+        return self._other_job(by) | {
+            "team": inp.team_names[team],
+            "quota": f"{inp.team_quota[team] - inp.team_lent[team]:.0f}",
+            "for_team": inp.team_names[int(inp.job_team[by])],
+        }
 
     def _untried(self, j: int) -> Blocked:
         """Why a job step 0 never tried to start stayed out (no pool had a GPU left to try)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.scenario import DemandSpec
+from simulator.scenario import DemandSpec, StepChangeSpec
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -114,6 +114,16 @@ def _base_shape(spec: DemandSpec, times_s: np.ndarray, start: datetime) -> np.nd
     return shaped
 
 
+def level_factor(change: StepChangeSpec, times_s: np.ndarray) -> np.ndarray:
+    """The multiplier of one level shift at each time: 1 before it, ``factor`` once ramped up."""
+    begin_s = change.at_hour * HOUR_S
+    if change.ramp_hours <= 0:
+        return np.where(times_s >= begin_s, change.factor, 1.0)
+    progress = np.clip((times_s - begin_s) / (change.ramp_hours * HOUR_S), 0.0, 1.0)
+    ramped: np.ndarray = 1.0 + (change.factor - 1.0) * progress
+    return ramped
+
+
 def demand_curve(
     spec: DemandSpec,
     *,
@@ -128,7 +138,7 @@ def demand_curve(
     values = _base_shape(spec, times, start) * spec.peak_gpus
     values = values * np.maximum(1.0 + spec.trend_per_day * times / DAY_S, 0.0)
     for change in spec.step_changes:
-        values = np.where(times >= change.at_hour * HOUR_S, values * change.factor, values)
+        values = values * level_factor(change, times)
     if spec.bursts is not None and spec.bursts.per_day > 0:
         span_days = (last_s - first_s) / DAY_S
         count = rng.poisson(spec.bursts.per_day * span_days)

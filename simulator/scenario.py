@@ -2,7 +2,9 @@
 
 A scenario fixes the cluster (pools, maintenance, failure rate), the inference services and
 their demand curves, and the batch workload (generators, explicit jobs, the openb trace), with a
-seed. ``load_scenario`` turns a bad file into a ScenarioError naming the file and the field.
+seed, and the teams' GPU quotas. The built-ins (``scenarios/*.yaml``) are the default benchmark
+set; ``scenarios/extra/`` holds more kinds, run with ``ebbtide bench --extra``. ``load_scenario``
+turns a bad file into a ScenarioError naming the file and the field.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from schemas import ServiceSpec
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+EXTRA_SCENARIO_DIR = SCENARIO_DIR / "extra"
 
 
 class ScenarioError(ValueError):
@@ -56,6 +59,7 @@ class BurstSpec(_Model):
 class StepChangeSpec(_Model):
     at_hour: float = Field(description="hours from the window start (negative: in the history)")
     factor: float = Field(gt=0)
+    ramp_hours: float = Field(default=0.0, ge=0, description="reach the factor linearly over this; 0: a step")
 
 
 class DemandSpec(_Model):
@@ -91,7 +95,7 @@ class PriorityClassSpec(_Model):
 
 
 class JobGeneratorSpec(_Model):
-    arrivals_per_hour: float = Field(ge=0)
+    arrivals_per_hour: float = Field(default=0.0, ge=0)
     initial_backlog: int = Field(default=0, ge=0)
     gangs: dict[int, float] = Field(description="gang size -> relative frequency")
     hours_median: float = Field(gt=0, description="true wall hours on the full gang (median)")
@@ -109,6 +113,22 @@ class JobGeneratorSpec(_Model):
     team: str = "default"
     bandwidth_class: Literal["low", "medium", "high"] = "medium"
     id_prefix: str = "job"
+    population: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description=(
+            "closed loop: this many of the generator's jobs are in the system at any time (all at the start,"
+            " and a new one each time one finishes); takes no arrivals_per_hour or initial_backlog."
+            " For soak runs: the LP bound sees only the jobs that arrived in that run"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _closed_loop_alone(self) -> JobGeneratorSpec:
+        if self.population is not None and (self.arrivals_per_hour or self.initial_backlog):
+            raise ValueError("population: a closed loop takes no arrivals_per_hour or initial_backlog")
+        return self
 
     @field_validator("gangs")
     @classmethod
@@ -172,6 +192,7 @@ class Scenario(_Model):
     failures: FailureSpec = FailureSpec()
     services: list[ServiceScenario] = Field(default_factory=list)
     workload: WorkloadSpec = WorkloadSpec()
+    quotas_gpus: dict[str, int] = Field(default_factory=dict, description="nominal GPU quota by team")
 
     @field_validator("start")
     @classmethod
@@ -196,7 +217,16 @@ class Scenario(_Model):
             raise ValueError("subtick_s: must divide step_s")
         if self.quick_window_hours > self.window_hours:
             raise ValueError("quick_window_hours: longer than window_hours")
+        self._check_quotas()
         return self
+
+    def _check_quotas(self) -> None:
+        teams = {g.team for g in self.workload.generators}
+        for team, gpus in self.quotas_gpus.items():
+            if gpus < 0:
+                raise ValueError(f"quotas_gpus.{team}: negative quota {gpus}")
+            if team not in teams:
+                raise ValueError(f"quotas_gpus.{team}: no generator has team {team!r}")
 
     def window_s(self, quick: bool) -> float:
         return 3600.0 * (self.quick_window_hours if quick else self.window_hours)
@@ -233,5 +263,10 @@ def load_scenario(path: Path) -> Scenario:
 
 
 def builtin_scenarios() -> dict[str, Path]:
-    """Built-in scenario files by scenario name (the file stem)."""
+    """Built-in scenario files by scenario name (the file stem): the default benchmark set."""
     return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
+
+
+def extra_scenarios() -> dict[str, Path]:
+    """The extra scenario files (simulator/scenarios/extra/), run by ``ebbtide bench --extra``."""
+    return {p.stem: p for p in sorted(EXTRA_SCENARIO_DIR.glob("*.yaml"))}

@@ -3,7 +3,8 @@
 Built from the simulator's books: pools (GPUs up, announced maintenance windows, free GPUs per
 up node after running jobs, by node name), services (replicas per pool, demand history per step)
 and the queued and running jobs with their estimates (never their true work) and the GPUs they
-hold per node. Failures are not announced.
+hold per node, and the teams' nominal GPU quotas (scenario ``quotas_gpus``). Failures are not
+announced.
 """
 
 from __future__ import annotations
@@ -87,4 +88,5 @@ def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
         pools=pools,
         services=services,
         jobs=jobs,
+        quotas_gpus=dict(sim.scenario.quotas_gpus),
     )

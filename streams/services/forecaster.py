@@ -4,7 +4,9 @@ A thin adapter over a :class:`loop.ForecastSource` (the forecaster's model bank 
 present, the seasonal-naive floor otherwise). It reads ClusterState snapshots; at a step boundary
 it forecasts every service, issued at the snapshot's ``as_of`` (so the optimizer can pair a state
 with the forecasts made from it). Between steps it re-forecasts a service only when its latest
-demand left the band of its last forecast (drift).
+demand left the band of its last forecast (drift). With ``cluster`` set (as ``ebbtide run
+forecaster`` sets it) it forecasts only that cluster, and it keeps only the services the latest
+state has: its memory is bounded by the cluster, not by every name ever sent.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def drifted(forecast: DemandForecast, actual_gpus: float, at: datetime, band: st
 class ForecasterProcessor:
     source: ForecastSource
     drift_band: str = "p99"
+    cluster: str | None = None
     name: str = "forecaster"
     inputs: tuple[Topic, ...] = (CLUSTER_STATE,)
     latest: dict[tuple[str, str], DemandForecast] = field(default_factory=dict)
@@ -47,6 +50,9 @@ class ForecasterProcessor:
     def on_event(self, source: Topic, event: Event) -> Iterable[Outgoing]:
         assert isinstance(event, ClusterState)
         state = event
+        if self.cluster is not None and state.cluster != self.cluster:
+            return ()  # another cluster's: its own forecaster serves it
+        self._forget_services_gone(state)
         at_boundary = floor_to_step(state.as_of, state.step_s) == state.as_of
         wanted: set[str] = set()
         for svc in state.services:
@@ -68,6 +74,11 @@ class ForecasterProcessor:
             out.append((FORECASTS, forecast))
         self.emitted += len(out)
         return out
+
+    def _forget_services_gone(self, state: ClusterState) -> None:
+        present = {svc.spec.service for svc in state.services}
+        for key in [k for k in self.latest if k[0] == state.cluster and k[1] not in present]:
+            del self.latest[key]
 
     def on_rewind(self) -> None:
         """Forecasts since the last commit may not have been delivered: forecast the replayed states anew."""

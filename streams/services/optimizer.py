@@ -8,9 +8,11 @@ forecasts, and again when the forecaster answers it with a forecast redone on dr
 Kafka the runtime makes consume-plan-publish one transaction; elsewhere it is at-least-once and
 the actuator ignores a plan id it has already applied.
 
-With a ``clock``, a ClusterState dated more than ``max_state_skew_s`` past it is dead-lettered
-(``on_event`` raises ValueError) rather than taken as the latest: otherwise every later state,
-dated before it, would be dropped as a replay of a state already planned past.
+With a ``clock``, a ClusterState or DemandForecast dated more than ``max_state_skew_s`` past it is
+dead-lettered (``on_event`` raises ValueError) rather than taken as the latest: otherwise every
+later state, dated before it, would be dropped as a replay of a state already planned past, and a
+forecast from the future would stand for its service until the next step's. The forecasts kept are
+those of the services the latest state has.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class OptimizerProcessor:
         if self.cluster is not None and getattr(event, "cluster", None) != self.cluster:
             return ()  # another cluster's: its own optimizer plans it
         if isinstance(event, DemandForecast):
+            self._check_time(event.issued_at, "issued_at")
             self.forecasts.setdefault(event.cluster, {})[event.service] = event
             last = self.last_state.get(event.cluster)
             between_steps = floor_to_step(event.issued_at, event.step_s) != event.issued_at
@@ -70,7 +73,8 @@ class OptimizerProcessor:
                 # A forecast redone on drift for the state just planned: plan that state again with it.
                 self.waiting[event.cluster] = _Pending(last, self.monotonic())
         elif isinstance(event, ClusterState):
-            self._check_time(event)
+            self._check_time(event.as_of, "as_of")
+            self._forget_services_gone(event)
             self.last_state[event.cluster] = event
             decided = self.decided_as_of.get(event.cluster)
             if decided is not None and event.as_of < decided:
@@ -81,16 +85,23 @@ class OptimizerProcessor:
     def on_idle(self) -> Iterable[Outgoing]:
         return self._ready()
 
-    def _check_time(self, state: ClusterState) -> None:
-        """ValueError (a dead letter) when the state is dated too far past the clock."""
+    def _check_time(self, when: datetime, field_name: str) -> None:
+        """ValueError (a dead letter) when a record is dated too far past the clock."""
         if self.clock is None:
             return
         now = self.clock.now()
-        if state.as_of > now + timedelta(seconds=self.max_state_skew_s):
+        if when > now + timedelta(seconds=self.max_state_skew_s):
             raise ValueError(
-                f"as_of: {state.as_of.isoformat()} is more than {self.max_state_skew_s:g} s past the "
+                f"{field_name}: {when.isoformat()} is more than {self.max_state_skew_s:g} s past the "
                 f"optimizer's clock ({now.isoformat()}; setting optimizer.max_state_skew_s)"
             )
+
+    def _forget_services_gone(self, state: ClusterState) -> None:
+        known = self.forecasts.get(state.cluster)
+        if known:
+            present = {svc.spec.service for svc in state.services}
+            for service in [s for s in known if s not in present]:
+                del known[service]
 
     def pending(self) -> bool:
         return bool(self.waiting)

@@ -15,10 +15,7 @@ stopped, and both are started again.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,23 +25,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_loop import (
+    LOOP_SERVICES,
+    Threads,
+    actuations,
+    assert_each_job_lived_once,
+    e2e_settings,
+    finished_jobs,
+    job_events,
+    start_service,
+    start_source_process,
+    timeline_rows,
+)
 from kube_cluster import ADMIN_TOKEN
 from kube_control_plane import COMPLETE_DELAY_ANNOTATION, ControlPlane, gpu_node, wait_for
 from prometheus_client import CollectorRegistry
-from test_slurm_e2e import Threads, actuations, job_events, start_service
 
 from actuators.kube import api_client
 from actuators.kube.events import REASON_HELD, REASON_STARTED
 from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB
 from actuators.kube.workloads import ANN_DECISION
-from ebbtide.settings import Settings, load_settings
+from ebbtide.settings import Settings
 from schemas import JobEventKind
 from streams.metrics import EbbtideMetrics
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kubernetes, pytest.mark.kafka, pytest.mark.timeout(600)]
 
-STEP_S = 4
 RUN_S = 4
 NODES = {"pool-a": ["a-n0", "a-n1"], "pool-b": ["b-n0", "b-n1"]}
 SPEC = """
@@ -107,28 +114,12 @@ def chat_deployment() -> dict[str, Any]:
     }
 
 
-def start_source_process(settings: Settings, namespace: str, log: Path) -> subprocess.Popen[bytes]:
-    """``ebbtide run source`` (backend kubernetes) as its own process, its settings from the environment."""
-    k = settings.actuator.kubernetes
-    env = {
-        **os.environ,
-        "EBBTIDE_CLUSTER": settings.cluster,
-        "EBBTIDE_STEP_S": str(settings.step_s),
-        "EBBTIDE_CLUSTER_SPEC": str(settings.cluster_spec),
-        "EBBTIDE_METRICS_ENABLED": "false",
-        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-        "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-        "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
-        "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(settings.kafka.replication_factor),
-        "EBBTIDE_SOURCE__BACKEND": "kubernetes",
-        "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
-        "EBBTIDE_ACTUATOR__KUBERNETES__KUBECONFIG": str(k.kubeconfig),
+def source_env(settings: Settings, namespace: str) -> dict[str, str]:
+    return {
+        "EBBTIDE_ACTUATOR__KUBERNETES__KUBECONFIG": str(settings.actuator.kubernetes.kubeconfig),
         "EBBTIDE_ACTUATOR__KUBERNETES__NAMESPACES": json.dumps([namespace]),
         "EBBTIDE_ACTUATOR__KUBERNETES__JOBSETS": "false",
     }
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ebbtide.cli", "run", "source"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 class PodSampler:
@@ -173,31 +164,6 @@ class PodSampler:
             self.samples += 1
 
 
-def e2e_settings(bootstrap: str, prefix: str, plane: ControlPlane, namespace: str, spec: Path) -> Settings:
-    return load_settings(
-        cluster="e2e",
-        step_s=STEP_S,
-        horizon_steps=12,
-        metrics_enabled=False,
-        cluster_spec=spec,
-        kafka={
-            "bootstrap_servers": bootstrap,
-            "topic_prefix": prefix,
-            "group_prefix": prefix,
-            "session_timeout_ms": 6000,
-            "poll_timeout_s": 0.1,
-            "replication_factor": 1,  # the session's one broker
-        },
-        optimizer={"forecast_wait_s": 0.0},
-        actuator={
-            "backend": "kubernetes",
-            "checkpoint_grace_s": 0,
-            "kubernetes": {"kubeconfig": plane.kubeconfig, "namespaces": [namespace], "jobsets": False},
-        },
-        source={"backend": "kubernetes", "interval_s": 1.0},
-    )
-
-
 @pytest.fixture
 def cluster_world(kube_control_plane: ControlPlane) -> Any:
     from kubernetes import client
@@ -238,7 +204,10 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
     batch, apps, core = client.BatchV1Api(admin), client.AppsV1Api(admin), client.CoreV1Api(admin)
     spec = tmp_path / "cluster.yaml"
     spec.write_text(SPEC)
-    settings = e2e_settings(kafka_broker.bootstrap, topic_prefix, kube_control_plane, ns, spec)
+    kubernetes = {"kubeconfig": kube_control_plane.kubeconfig, "namespaces": [ns], "jobsets": False}
+    settings = e2e_settings(
+        kafka_broker.bootstrap, topic_prefix, spec, backend="kubernetes", actuator={"kubernetes": kubernetes}
+    )
     ensure_catalogue(kafka_broker.bootstrap, topic_prefix)
     t0 = time.monotonic()
     apps.create_namespaced_deployment(ns, chat_deployment())
@@ -249,12 +218,12 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
     threads, sampler = Threads(), PodSampler(admin, ns)
     threads.start("sampler", sampler)
     log = tmp_path / "source.log"
-    source = start_source_process(settings, ns, log)
-    for name in ("state", "forecaster", "optimizer", "actuator"):
+    source = start_source_process(settings, log, source_env(settings, ns))
+    for name in LOOP_SERVICES:
         start_service(threads, name, settings, kafka_broker.transactions, metrics)
 
     def finished() -> set[str]:
-        return {e.job_id for e in job_events(settings) if e.kind == JobEventKind.FINISHED}
+        return finished_jobs(settings)
 
     try:
         wait_for("three jobs to finish", lambda: len(finished()) >= 3, timeout_s=90, every_s=0.5)
@@ -263,7 +232,7 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
         source.send_signal(signal.SIGKILL)
         source.wait(timeout=10)
         threads.stop("actuator")
-        source = start_source_process(settings, ns, log)
+        source = start_source_process(settings, log, source_env(settings, ns))
         start_service(threads, "actuator", settings, kafka_broker.transactions, metrics)
         wait_for("every job to finish", lambda: finished() >= set(keys), timeout_s=120, every_s=0.5)
         time.sleep(3.0)  # rounds of the restarted source after the last change: nothing new
@@ -280,13 +249,7 @@ def test_suspended_jobs_are_resumed_completed_and_restarts_change_nothing(
     assert not threads.errors, threads.errors
 
     events = job_events(settings)
-    per_job = Counter((e.job_id, e.kind) for e in events)
-    for key in keys:
-        for kind in (JobEventKind.SUBMITTED, JobEventKind.STARTED, JobEventKind.FINISHED):
-            assert per_job[(key, kind)] == 1, (key, kind, per_job)
-    assert not [
-        e for e in events if e.kind in (JobEventKind.FAILED, JobEventKind.CANCELLED, JobEventKind.PREEMPTED)
-    ]
+    assert_each_job_lived_once(events, keys)
     assert sampler.resumes == Counter({name: 1 for name, *_ in JOBS}), (
         f"resumed twice or never: {sampler.resumes}"
     )
@@ -338,14 +301,8 @@ def print_timeline(settings: Settings, events: list[Any], keys: dict[str, str], 
                    sampler: PodSampler, started_events: list[Any]) -> None:  # fmt: skip
     """The run's timeline (pytest -s shows it): observed, resumed, started, completed, from the start."""
     start = datetime.now(UTC).timestamp() - (time.monotonic() - t0)
-    rows = [(e.time.timestamp() - start, keys[e.job_id], e.kind.value, e.pool or "") for e in events]
-    resumed: dict[str, float] = {}
-    for r in actuations(settings):
-        if r.action == "run" and r.outcome == "applied":
-            resumed.setdefault(r.target.removeprefix("job/"), r.time.timestamp() - start)
-    rows += [(at_s, keys.get(job_id, job_id), "resumed", "") for job_id, at_s in resumed.items()]
     print(f"\nkubernetes e2e timeline (wall {wall_s:.1f} s; peak GPUs per pool: bound"
           f" {dict(sampler.peak_bound)}, resumed {dict(sampler.peak_resumed)})")  # fmt: skip
-    for at_s, name, what, where in sorted(rows):
+    for at_s, name, what, where in timeline_rows(settings, events, keys, start, "resumed"):
         print(f"  {at_s:6.1f} s  {name:5}  {what:9}  {where}")
     print("  Events: " + "; ".join(f"{e.involved_object.name}: {e.message}" for e in started_events[:3]))

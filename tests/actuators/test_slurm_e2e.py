@@ -11,34 +11,38 @@ started again: it resumes from what it published.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from e2e_loop import (
+    LOOP_SERVICES,
+    Threads,
+    actuations,
+    assert_each_job_lived_once,
+    e2e_settings,
+    finished_jobs,
+    job_events,
+    start_service,
+    start_source_process,
+    timeline_rows,
+)
 from prometheus_client import CollectorRegistry
 from slurm_cluster import SlurmCluster
 from test_slurm_real import wait_for
 
 from actuators.slurm.records import job_gpus, job_phase
-from ebbtide.settings import Settings, load_settings
-from ebbtide.wiring import build_runtime
-from schemas import ActuationResult, JobEvent, JobEventKind
-from schemas.topics import ACTUATIONS, JOB_EVENTS
+from ebbtide.settings import Settings
+from schemas import JobEvent, JobEventKind
 from streams.metrics import EbbtideMetrics
-from streams.services.runtime import read_topic_to_end
 from streams.topics_admin import ensure_catalogue
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slurm, pytest.mark.kafka, pytest.mark.timeout(300)]
 
-STEP_S = 4
 SPEC = """
 pools:
   - {name: pool-a, gpu_type: fake, gpus_total: 16, gpus_available: 16, gpus_per_node: 8}
@@ -52,90 +56,8 @@ JOBS = [
 RUN_S = 3
 
 
-class Threads:
-    """The services as threads; a test fails if any of them raised."""
-
-    def __init__(self) -> None:
-        self.running: dict[str, tuple[threading.Thread, threading.Event]] = {}
-        self.errors: list[str] = []
-
-    def start(self, name: str, body: Callable[[threading.Event], None]) -> None:
-        stop = threading.Event()
-
-        def run() -> None:
-            try:
-                body(stop)
-            except Exception as exc:  # recorded: asserted at the end
-                self.errors.append(f"{name}: {exc!r}")
-
-        thread = threading.Thread(target=run, name=f"e2e-{name}", daemon=True)
-        thread.start()
-        self.running[name] = (thread, stop)
-
-    def stop(self, name: str) -> None:
-        thread, stop = self.running.pop(name)
-        stop.set()
-        thread.join(timeout=30)
-
-    def stop_all(self) -> None:
-        for name in list(self.running):
-            self.stop(name)
-
-
-def e2e_settings(bootstrap: str, prefix: str, slurm: SlurmCluster, spec: Path) -> Settings:
-    return load_settings(
-        cluster="e2e",
-        step_s=STEP_S,
-        horizon_steps=12,
-        metrics_enabled=False,
-        cluster_spec=spec,
-        kafka={
-            "bootstrap_servers": bootstrap,
-            "topic_prefix": prefix,
-            "group_prefix": prefix,
-            "session_timeout_ms": 6000,
-            "poll_timeout_s": 0.1,
-            "replication_factor": 1,  # the session's one broker
-        },
-        optimizer={"forecast_wait_s": 0.0},
-        actuator={"backend": "slurm", "checkpoint_grace_s": 0, "slurm": {"slurm_conf": slurm.conf}},
-        source={"backend": "slurm", "interval_s": 1.0},
-    )
-
-
-def start_source_process(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    """``ebbtide run source`` as its own process, with the same settings from the environment."""
-    env = {
-        **os.environ,
-        "EBBTIDE_CLUSTER": settings.cluster,
-        "EBBTIDE_STEP_S": str(settings.step_s),
-        "EBBTIDE_CLUSTER_SPEC": str(settings.cluster_spec),
-        "EBBTIDE_METRICS_ENABLED": "false",
-        "EBBTIDE_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-        "EBBTIDE_KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-        "EBBTIDE_KAFKA__GROUP_PREFIX": settings.kafka.group_prefix,
-        "EBBTIDE_KAFKA__REPLICATION_FACTOR": str(settings.kafka.replication_factor),
-        "EBBTIDE_SOURCE__BACKEND": "slurm",
-        "EBBTIDE_SOURCE__INTERVAL_S": str(settings.source.interval_s),
-        "EBBTIDE_ACTUATOR__SLURM__SLURM_CONF": str(settings.actuator.slurm.slurm_conf),
-    }
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "ebbtide.cli", "run", "source"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-
-
-def start_service(threads: Threads, name: str, settings: Settings, transactions: bool,
-                  metrics: EbbtideMetrics) -> None:  # fmt: skip
-    runtime = build_runtime(name, settings, transactions=transactions, metrics=metrics)
-
-    def body(stop: threading.Event) -> None:
-        try:
-            while not stop.is_set():
-                runtime.poll_once()
-        finally:
-            runtime.close()
-
-    threads.start(name, body)
+def source_env(slurm: SlurmCluster) -> dict[str, str]:
+    return {"EBBTIDE_ACTUATOR__SLURM__SLURM_CONF": str(slurm.conf)}
 
 
 class Sampler:
@@ -166,7 +88,8 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
     slurm_cluster = accounted_cluster
     spec = tmp_path / "cluster.yaml"
     spec.write_text(SPEC)
-    settings = e2e_settings(kafka_broker.bootstrap, topic_prefix, slurm_cluster, spec)
+    actuator = {"slurm": {"slurm_conf": slurm_cluster.conf}}
+    settings = e2e_settings(kafka_broker.bootstrap, topic_prefix, spec, backend="slurm", actuator=actuator)
     ensure_catalogue(kafka_broker.bootstrap, topic_prefix)
     t0 = time.monotonic()
     ids = {}
@@ -178,15 +101,15 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
     threads, sampler = Threads(), Sampler(slurm_cluster)
     threads.start("sampler", sampler)
     log = tmp_path / "source.log"
-    source = start_source_process(settings, log)
-    for name in ("state", "forecaster", "optimizer", "actuator"):
+    source = start_source_process(settings, log, source_env(slurm_cluster))
+    for name in LOOP_SERVICES:
         start_service(threads, name, settings, kafka_broker.transactions, metrics)
     try:
-        finished = lambda: {e.job_id for e in job_events(settings) if e.kind == JobEventKind.FINISHED}  # noqa: E731
+        finished = lambda: finished_jobs(settings)  # noqa: E731
         wait_for(lambda: len(finished()) >= 2, timeout_s=60, what="two jobs to finish")
         source.send_signal(signal.SIGKILL)  # a restart mid-run, wherever its round was
         source.wait(timeout=10)
-        source = start_source_process(settings, log)
+        source = start_source_process(settings, log, source_env(slurm_cluster))
         wait_for(lambda: finished() >= set(keys), timeout_s=90, what="every job to finish")
         time.sleep(3.0)  # rounds of the restarted source after the last change: nothing new
         assert source.poll() is None, log.read_text()[-2000:]
@@ -202,12 +125,7 @@ def test_held_slurm_jobs_are_released_run_complete_and_a_source_restart_repeats_
     assert not threads.errors, threads.errors
 
     events = job_events(settings)
-    per_job = Counter((e.job_id, e.kind) for e in events)
-    for key in keys:
-        assert per_job[(key, JobEventKind.SUBMITTED)] == 1, key
-        assert per_job[(key, JobEventKind.STARTED)] == 1, key
-        assert per_job[(key, JobEventKind.FINISHED)] == 1, key
-    assert not [e for e in events if e.kind in (JobEventKind.FAILED, JobEventKind.CANCELLED)]
+    assert_each_job_lived_once(events, keys)
     accounted = {str(j["job_id"]): j for j in json.loads(slurm_cluster.run(
         "sacct", "--json", "-j", ",".join(str(i) for i in ids.values())).stdout)["jobs"]}  # fmt: skip
     notes = {}
@@ -234,28 +152,10 @@ def diagnosis(settings: Settings, slurm: SlurmCluster, keys: dict[str, str]) -> 
     return "\n".join(lines)
 
 
-def actuations(settings: Settings) -> list[ActuationResult]:
-    read = read_topic_to_end(settings.kafka.bootstrap_servers, ACTUATIONS, idle_s=0.2,
-                             prefix=settings.kafka.topic_prefix)  # fmt: skip
-    return [r for r in read if isinstance(r, ActuationResult)]
-
-
-def job_events(settings: Settings) -> list[JobEvent]:
-    read = read_topic_to_end(settings.kafka.bootstrap_servers, JOB_EVENTS, idle_s=0.2,
-                             prefix=settings.kafka.topic_prefix)  # fmt: skip
-    return [e for e in read if isinstance(e, JobEvent) and e.cluster == "e2e"]
-
-
 def print_timeline(settings: Settings, events: list[JobEvent], keys: dict[str, str], t0: float,
                    wall_s: float, peak: dict[str, int]) -> None:  # fmt: skip
     """The run's timeline (pytest -s shows it): observed, released, completed, seconds from the start."""
     start = datetime.now(UTC).timestamp() - (time.monotonic() - t0)
-    rows = [(e.time.timestamp() - start, keys[e.job_id], e.kind.value, e.pool or "") for e in events]
-    released: dict[str, float] = {}
-    for r in actuations(settings):
-        if r.action == "run" and r.outcome == "applied":
-            released.setdefault(r.target.removeprefix("job/"), r.time.timestamp() - start)
-    rows += [(at_s, keys.get(job_id, job_id), "released", "") for job_id, at_s in released.items()]
     print(f"\nslurm e2e timeline (wall {wall_s:.1f} s; peak GPUs in use per partition {peak})")
-    for at_s, name, what, where in sorted(rows):
+    for at_s, name, what, where in timeline_rows(settings, events, keys, start, "released"):
         print(f"  {at_s:6.1f} s  {name:4}  {what:9}  {where}")

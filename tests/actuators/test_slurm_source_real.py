@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from slurm_cluster import SlurmCluster
 from test_slurm_real import wait_for
@@ -48,10 +50,8 @@ def test_held_jobs_with_an_ebbtide_comment_become_specs_and_the_rest_is_left_alo
     assert comment_of(slurm_cluster, bad).count("ebbtide-error") == 1
 
 
-def test_a_job_released_runs_and_finishes_and_each_change_is_one_event(slurm_cluster: SlurmCluster) -> None:
-    sid = slurm_cluster.submit("short", "pool-b", gpus=3, comment="ebbtide: est_gpu_h=0.1", run_s=2)
-    key = f"test-{sid}"
-    source = make_source(slurm_cluster)
+def event_stepper(source: SlurmSource) -> Callable[[], list[JobEventKind]]:
+    """Each call: one snapshot of ``source`` and the kinds of the lifecycle events it adds."""
     last: dict[str, JobEventKind] = {}
 
     def step() -> list[JobEventKind]:
@@ -59,6 +59,14 @@ def test_a_job_released_runs_and_finishes_and_each_change_is_one_event(slurm_clu
         last.update({e.job_id: e.kind for e in events})
         return [e.kind for e in events]
 
+    return step
+
+
+def test_a_job_released_runs_and_finishes_and_each_change_is_one_event(slurm_cluster: SlurmCluster) -> None:
+    sid = slurm_cluster.submit("short", "pool-b", gpus=3, comment="ebbtide: est_gpu_h=0.1", run_s=2)
+    key = f"test-{sid}"
+    source = make_source(slurm_cluster)
+    step = event_stepper(source)
     assert step() == [JobEventKind.SUBMITTED]
     slurm_cluster.run("scontrol", "release", str(sid))
     wait_for(lambda: source.snapshot().jobs[key].phase == "running", what="the released job to run")
@@ -140,13 +148,7 @@ def test_a_job_that_left_squeue_is_read_from_sacct(accounted_cluster: SlurmClust
     sid = accounted_cluster.submit("acct", "pool-a", gpus=2, comment="ebbtide: est_gpu_h=1", run_s=1)
     key = f"test-{sid}"
     source = make_source(accounted_cluster)
-    last: dict[str, JobEventKind] = {}
-
-    def step() -> list[JobEventKind]:
-        events = lifecycle_events(last, source.snapshot())
-        last.update({e.job_id: e.kind for e in events})
-        return [e.kind for e in events]
-
+    step = event_stepper(source)
     assert step() == [JobEventKind.SUBMITTED]
     accounted_cluster.run("scontrol", "release", str(sid))
     wait_for(lambda: source.snapshot().jobs[key].phase == "running", what="the released job to run")

@@ -18,7 +18,15 @@ from tests_clock import ManualClock
 
 from actuators.factory import ActuatorConfig, build_actuator
 from schemas import ActuationResult, Allocation, ClusterState, DeadLetter, GpuSample, JobEvent, JobEventKind
-from schemas.topics import ACTUATIONS, ALLOCATIONS, CLUSTER_STATE, DEAD_LETTERS, GPU_SAMPLES, JOB_EVENTS
+from schemas.topics import (
+    ACTUATIONS,
+    ALLOCATIONS,
+    CLUSTER_STATE,
+    DEAD_LETTERS,
+    FORECASTS,
+    GPU_SAMPLES,
+    JOB_EVENTS,
+)
 from simulator.policies.fifo import FifoPolicy
 from streams.fold import ClusterFold
 from streams.memory_bus import MemoryBus
@@ -147,6 +155,28 @@ def test_a_restart_does_not_restore_from_a_far_future_snapshot() -> None:
     assert latest is not None and latest.as_of == at(3)
     _, unchecked = restore_fold(seed, [cluster(3), hostile], 96)
     assert unchecked is not None and unchecked.as_of == FAR
+
+
+def test_the_optimizer_dead_letters_a_far_future_forecast_and_forgets_services_gone() -> None:
+    from forecaster.source import SeasonalNaiveSource
+
+    clock = ManualClock(at(1))
+    optimizer = OptimizerProcessor(policy=FifoPolicy(), forecast_wait_s=0.0, cluster="c1", clock=clock)
+    bus = MemoryBus([optimizer])
+    state = cluster(1, history=[2.0] * 4)
+    [good] = SeasonalNaiveSource(horizon_steps=4).forecasts(state, at(1)).values()
+    future = good.model_copy(update={"issued_at": FAR})
+    stray = good.model_copy(update={"service": "gone"})
+    bus.publish(FORECASTS, [future, good, stray])
+    bus.run()
+    [letter] = _letters(bus)
+    assert letter.source_topic == FORECASTS.name
+    assert letter.error.startswith("DemandForecast: issued_at: 2176-")
+    assert optimizer.forecasts["c1"] == {"chat": good, "gone": stray}
+    bus.publish(CLUSTER_STATE, [state])
+    bus.run()
+    assert optimizer.forecasts["c1"] == {"chat": good}, "the state has no service 'gone'"
+    assert [a.issued_at for a in bus.read(ALLOCATIONS) if isinstance(a, Allocation)] == [at(1)]
 
 
 def test_the_actuator_dead_letters_a_far_future_allocation_and_applies_the_next_one() -> None:

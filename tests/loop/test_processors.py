@@ -139,6 +139,26 @@ def test_forecaster_forecasts_every_service_each_step_and_again_only_on_drift():
     assert len(redone) == 1 and processor.drift_forecasts == 1
 
 
+def test_forecaster_serves_its_own_cluster_and_forgets_services_that_are_gone():
+    from forecaster.source import BankForecastSource
+
+    source = BankForecastSource()
+    processor = ForecasterProcessor(source=source, cluster="c1")
+    two = cluster(1, history=[2.0] * 8)
+    chat = two.services[0]
+    rag = chat.model_copy(update={"spec": chat.spec.model_copy(update={"service": "rag"})})
+    two = two.model_copy(update={"services": [chat, rag]})
+    assert sorted(f.service for _, f in processor.on_event(CLUSTER_STATE, two)) == ["chat", "rag"]
+    other = cluster(1, history=[2.0] * 8).model_copy(update={"cluster": "c2"})
+    assert list(processor.on_event(CLUSTER_STATE, other)) == [], "c2's forecaster serves c2"
+    assert set(source.banks) == {"c1"}
+    one = cluster(2, history=[2.0] * 8)  # rag is gone from the cluster
+    assert [f.service for _, f in processor.on_event(CLUSTER_STATE, one)] == ["chat"]
+    assert set(processor.latest) == {("c1", "chat")}
+    bank = source.banks["c1"]
+    assert not bank.refit_due("chat", one.as_of) and bank.refit_due("rag", one.as_of), "rag's model forgotten"
+
+
 def test_state_publishes_at_boundaries_and_holds_offsets_until_it_has():
     first = cluster(0, history=[1.0])
     clock = ManualClock(at(0))

@@ -11,11 +11,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from exporter import serve_exposition
 from prometheus_client import CollectorRegistry
 
 from ebbtide.services import run_service
@@ -91,25 +91,8 @@ demo_requests_per_s{service="chat"} 420
 def exporter() -> Iterator[int]:
     """An exporter on 127.0.0.1 serving known gauges; yields its port."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = EXPORTED.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_exposition(lambda: EXPORTED) as port:
+        yield port
 
 
 def _failures(metrics: EbbtideMetrics, service: str, reason: str) -> float:

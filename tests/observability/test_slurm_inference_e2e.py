@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "actuators"))
+from exporter import serve_exposition
 from slurm_cluster import SlurmCluster, install_slurm
 
 from actuators.slurm import SlurmCli, reservation_name
@@ -66,26 +66,12 @@ def demand() -> Iterator[tuple[int, dict[str, float]]]:
     """An exporter of ``demo_gpus_busy{service="chat"}``, the value set by the test; (port, values)."""
     values = {"gpus": 3.0, "rps": 100.0}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = (f'demo_gpus_busy{{service="chat"}} {values["gpus"]}\n'
-                    f'demo_requests_per_s{{service="chat"}} {values["rps"]}\n').encode()  # fmt: skip
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def exposition() -> str:
+        return (f'demo_gpus_busy{{service="chat"}} {values["gpus"]}\n'
+                f'demo_requests_per_s{{service="chat"}} {values["rps"]}\n')  # fmt: skip
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield int(server.server_address[1]), values
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_exposition(exposition) as port:
+        yield port, values
 
 
 def reserved_nodes(slurm: SlurmCluster) -> int:
@@ -123,6 +109,7 @@ def test_the_reservation_follows_the_demand_prometheus_serves(
     seen: list[tuple[float, float, int]] = []
     t0 = time.monotonic()
     try:
+
         def follows(gpus: float) -> Callable[[], bool]:
             def check() -> bool:
                 nodes = reserved_nodes(slurm)

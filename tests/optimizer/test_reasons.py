@@ -10,6 +10,7 @@ import math
 import re
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,8 +28,9 @@ from scenario_table import (
 )
 
 from optimizer.config import PlannerConfig
+from optimizer.inputs import lent_quota
 from optimizer.planner import PlannerPolicy
-from schemas import Allocation, ClusterState, DemandForecast, JobAction
+from schemas import Allocation, ClusterState, DemandForecast, JobAction, JobStatus
 
 TWO_NODES_4_FREE_EACH = Pool("a", 16, gpus_per_node=8, free_by_node=(4, 4), node_names=("n0", "n1"))
 
@@ -183,6 +185,18 @@ class Step0:
         return self.avail[pool] - self.inference.get(pool, 0) - self.jobs[pool]
 
 
+def team_lent(state: ClusterState) -> dict[str, int]:
+    """GPUs of idle quota lent to each team with a quota, by the rule the planner states."""
+    teams = sorted(state.quotas_gpus)
+    wanted = {t: 0.0 for t in teams}
+    for job in state.jobs:
+        if job.spec.team in wanted and job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
+            wanted[job.spec.team] += job.spec.gpus
+    nominal = np.asarray([float(state.quotas_gpus[t]) for t in teams])
+    lent = lent_quota(nominal, np.asarray([wanted[t] for t in teams]))
+    return {t: int(v) for t, v in zip(teams, lent, strict=True)}
+
+
 def check_numbers(state: ClusterState, alloc: Allocation) -> None:
     """Every number a job's reason quotes, read back out of its text, against the allocation."""
     step0 = Step0(state, alloc)
@@ -206,9 +220,12 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             r"gang of (\d+)|its gang needs (\d+)|its (\d+) GPUs|\((\d+) GPUs, weight [\d.]+, class", text
         ):
             assert int(next(g for g in m.groups() if g)) == own.gpus, text
-        for m in re.finditer(r"team ([\w-]+) is at its quota of (\d+) GPUs \((\d+) in use", text):
+        quota = r"team ([\w-]+) is at its quota of (\d+) GPUs \((\d+) in use[^)]*\)(?:, with (\d+) more)?"
+        for m in re.finditer(quota, text):
+            lent = int(m[4] or 0)
             assert int(m[2]) == state.quotas_gpus[m[1]] and int(m[3]) == step0.team[m[1]], text
-            assert int(m[3]) + own.gpus > int(m[2]), text
+            assert lent == team_lent(state)[m[1]], text
+            assert int(m[3]) + own.gpus > int(m[2]) + lent, text
         if "cleared for job" in text:
             other = step0.specs[re.search(r"cleared for job ([\w-]+)", text)[1]]  # type: ignore[index]
             assert other.priority_weight > own.priority_weight, text
