@@ -60,6 +60,7 @@ class Case:
 
 CASES = {
     "seed": Case("seed", jobs=50, pools=8, gpus_per_pool=32, services=4, decisions=200),
+    "mid": Case("mid", jobs=200, pools=8, gpus_per_pool=125, services=8, decisions=200),
     "medium": Case("medium", jobs=500, pools=8, gpus_per_pool=320, services=8, decisions=40),
     "large": Case("large", jobs=2000, pools=16, gpus_per_pool=625, services=16, decisions=25),
     "xlarge": Case("xlarge", jobs=10_000, pools=16, gpus_per_pool=3125, services=16, decisions=8),

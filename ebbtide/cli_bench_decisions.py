@@ -13,6 +13,7 @@ import typer
 
 TARGETS = {
     "seed": {"decision_ms_p50": 5.0, "decision_ms_p99": 10.0},
+    "mid": {"decision_ms_p99": 50.0},
     "large": {"decision_ms_p99": 1000.0},
     "xlarge": {"decision_ms_p99": 3000.0},
 }
@@ -23,7 +24,7 @@ def register(app: typer.Typer) -> None:
     app.command("bench-decisions")(bench_decisions)
 
 
-_CASE = typer.Option([], "--case", help="seed, medium, large or xlarge (repeatable); default all.")
+_CASE = typer.Option([], "--case", help="seed, mid, medium, large or xlarge (repeatable); default all.")
 _DECISIONS = typer.Option(None, "--decisions", min=3, help="Decisions per case (default per case).")
 _REPEAT = typer.Option(3, "--repeat", min=1, help="Runs per case; figures are medians over the runs.")
 _JSON = typer.Option(None, "--json", help="Write the figures as JSON here.")

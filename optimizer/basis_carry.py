@@ -53,10 +53,7 @@ def carried_indices(
         _carry_slots(col_src, old.cols[name], new.cols[name], kept, source)
     for name in SLOT_ROW_GROUPS:
         _carry_slots(row_src, old.rows[name], new.rows[name], kept, source)
-    # step-0 placements: one column per (slot, allowed pool)
-    old_y0 = {(int(s), int(p)): int(c) for (s, p), c in zip(old.y0_pairs, old.cols["y0"], strict=True)}
-    for (s, p), c in zip(new.y0_pairs.tolist(), new.cols["y0"].tolist(), strict=True):
-        col_src[c] = old_y0.get((int(source[s]), p), -1) if source[s] >= 0 else -1
+    _carry_step0_placements(col_src, old, len(old_ids), new, source)
     same_pairs = np.array_equal(old.sp_pairs, new.sp_pairs) and np.array_equal(old.sp_shared, new.sp_shared)
     for name in SERVICE_COLUMN_GROUPS:
         if same_pairs:
@@ -80,6 +77,22 @@ def carried_indices(
     if old.rows["lending"].shape == new.rows["lending"].shape:
         _carry_same_shape(row_src, old.rows["lending"], new.rows["lending"])
     return col_src, row_src
+
+
+def _carry_step0_placements(
+    src: np.ndarray, old: ModelStructure, old_slots: int, new: ModelStructure, source: np.ndarray
+) -> None:
+    """Step-0 placements, one column per (slot, allowed pool): a new one takes the old column of
+    its job's old slot in the same pool, if there was one (a lookup table over old slot x pool)."""
+    if not (old.y0_pairs.size and new.y0_pairs.size):
+        return
+    n_pools = int(max(old.y0_pairs[:, 1].max(), new.y0_pairs[:, 1].max())) + 1
+    old_column = np.full(old_slots * n_pools, -1, dtype=np.int64)
+    old_column[old.y0_pairs[:, 0] * n_pools + old.y0_pairs[:, 1]] = old.cols["y0"]
+    slot, pool = new.y0_pairs[:, 0], new.y0_pairs[:, 1]
+    was = source[slot]
+    matched = was >= 0
+    src[new.cols["y0"][matched]] = old_column[was[matched] * n_pools + pool[matched]]
 
 
 def _carry_slots(

@@ -160,11 +160,11 @@ def hall_members(job_allowed: np.ndarray, sets: np.ndarray) -> np.ndarray:
 def hall_sets(job_allowed: np.ndarray, job_gang: np.ndarray, n_pools: int) -> np.ndarray:
     """Pool sets with a capacity row in later blocks: each pool, all pools, and the allowed sets
     of jobs holding the most GPUs (up to MAX_HALL_SETS of them)."""
-    weight: dict[tuple[bool, ...], float] = {}
-    for row, gang in zip(job_allowed, job_gang, strict=True):
-        if row.any() and not row.all() and row.sum() > 1:
-            key = tuple(bool(v) for v in row)
-            weight[key] = weight.get(key, 0.0) + float(gang)
+    allowed_count = job_allowed.sum(axis=1)
+    several = (allowed_count > 1) & (allowed_count < n_pools)
+    rows, job_row = np.unique(job_allowed[several], axis=0, return_inverse=True)
+    gpus = np.bincount(job_row.ravel(), weights=job_gang[several], minlength=rows.shape[0])
+    weight = {tuple(row): w for row, w in zip(rows.tolist(), gpus.tolist(), strict=True)}
     chosen = sorted(weight, key=lambda k: (-weight[k], k))[:MAX_HALL_SETS]
     sets = [tuple(bool(v) for v in np.eye(n_pools, dtype=bool)[p]) for p in range(n_pools)]
     sets += sorted(chosen, reverse=True)

@@ -29,11 +29,17 @@ _STATUS = list(highspy.HighsBasisStatus.__members__.values())
 """HiGHS's basis statuses by value (kLower=0, kBasic=1, kUpper=2, kZero=3, kNonbasic=4)."""
 
 SMALL_MODEL_ROWS = 4_000
-"""A model with up to this many rows is small: HiGHS prices it with Devex, without cost
-perturbation. At seed scale (~45 iterations per warm solve) the default steepest-edge pricing's
-exact initial weights cost as much as the iterations they save (100 seed decisions: 47.2M -> 43.4M
-instructions per decision with Devex); at 500 jobs (~15,000 rows) Devex was 1.7x slower, at
-2,000 jobs 3x, so larger models keep HiGHS's defaults."""
+"""A model with up to this many rows is small: HiGHS holds only its live part
+(optimizer/live_part.py)."""
+DEVEX_MAX_ROWS = 2_000
+"""A model with up to this many rows is priced with Devex, without cost perturbation, and
+resumes from its last solve's simplex data. At seed scale (~1,340 rows, ~45 iterations per warm
+solve) the default steepest-edge pricing's exact initial weights cost as much as the iterations
+they save (100 seed decisions: 47.2M -> 43.4M instructions per decision with Devex). Larger
+models keep HiGHS's defaults and restart from the basis each solve (``_restart_from_basis``):
+at 200 jobs / 1,000 GPUs (bench-decisions ``mid``, ~3,200 rows) Devex took more iterations per
+solve (p50 342, max 2,016 over 100 decisions) than the defaults (300, 1,247), at 500 jobs
+(~15,000 rows) Devex was 1.7x slower, at 2,000 jobs 3x."""
 DEVEX = 1
 
 
@@ -145,6 +151,7 @@ class HighsSession:
         self._row_at = np.zeros(0, dtype=np.int32)
         self._stuck = 0  # dead columns and rows the last deletion had to keep (basic, or binding slack)
         self._activity: ActivityBounds | None = None  # a small model's row activity bounds
+        self._devex = False  # the model is priced with Devex (DEVEX_MAX_ROWS)
         self._kept_basis: tuple[np.ndarray, np.ndarray] | None = None
         self.rebuilds = 0
         self.updates = 0
@@ -175,8 +182,8 @@ class HighsSession:
             return None
         cols = np.full(params.cost.size, LOWER, dtype=np.int8)
         rows = np.full(params.row_lower.size, BASIC, dtype=np.int8)
-        cols[self._cols] = [s.value for s in basis.col_status]
-        rows[self._rows] = [s.value for s in basis.row_status]
+        cols[self._cols] = np.fromiter(map(int, basis.col_status), dtype=np.int8, count=self._cols.size)
+        rows[self._rows] = np.fromiter(map(int, basis.row_status), dtype=np.int8, count=self._rows.size)
         return cols, rows
 
     def _hold(self, cols: np.ndarray, rows: np.ndarray, n_cols: int, n_rows: int) -> None:
@@ -190,14 +197,14 @@ class HighsSession:
         return np.ones(structure.n_cols, dtype=bool), np.ones(structure.n_rows, dtype=bool)
 
     def _pass_fresh(self, structure: ModelStructure, params: Parameters) -> highspy.Highs:
-        small = structure.n_rows <= SMALL_MODEL_ROWS
-        self._activity = ActivityBounds(structure.matrix) if small else None
+        self._activity = ActivityBounds(structure.matrix) if structure.n_rows <= SMALL_MODEL_ROWS else None
+        self._devex = structure.n_rows <= DEVEX_MAX_ROWS
         live_col, live_row = self._live_parts(structure, params)
         self._hold(np.flatnonzero(live_col), np.flatnonzero(live_row), structure.n_cols, structure.n_rows)
         self._stuck = 0
         highs = quiet_highs()
         highs.setOptionValue("threads", 1)
-        if small:
+        if self._devex:
             highs.setOptionValue("simplex_dual_edge_weight_strategy", DEVEX)
             highs.setOptionValue("dual_simplex_cost_perturbation_multiplier", 0.0)
         entries = column_entries(structure.matrix, self._cols, self._row_at)
@@ -316,7 +323,7 @@ class HighsSession:
         old = self._params
         if self._highs is not None and self._key == structure.key and old is not None:
             self._update(self._highs, structure, params, old, coefficients)
-            if self._activity is None:  # a large model; a small one (Devex) has nothing to reset
+            if not self._devex:  # a Devex model (no cost perturbation) has nothing worth resetting
                 _restart_from_basis(self._highs)
             self._params = params
             self.updates += 1

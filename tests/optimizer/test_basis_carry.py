@@ -88,18 +88,18 @@ def test_without_a_kept_basis_the_rebuild_is_a_cold_start(monkeypatch: pytest.Mo
 
 
 def test_small_model_pricing_reaches_the_same_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Small models are solved with Devex pricing and no cost perturbation (solve_highs
-    SMALL_MODEL_ROWS), larger ones with HiGHS's defaults: the same optimum either way, cold and
-    after a warm update."""
+    """Models up to solve_highs.DEVEX_MAX_ROWS are solved with Devex pricing and no cost
+    perturbation, larger ones with HiGHS's defaults: the same optimum either way, cold and after
+    a warm update."""
     import optimizer.solve_highs as solve_highs
 
     first = _inputs(30)
     later = _inputs(30, shift_steps=2)
     structure = build_structure(first)
-    assert structure.n_rows <= solve_highs.SMALL_MODEL_ROWS
+    assert structure.n_rows <= solve_highs.DEVEX_MAX_ROWS
     objectives = {}
-    for rows in (solve_highs.SMALL_MODEL_ROWS, 0):
-        monkeypatch.setattr(solve_highs, "SMALL_MODEL_ROWS", rows)
+    for rows in (solve_highs.DEVEX_MAX_ROWS, 0):
+        monkeypatch.setattr(solve_highs, "DEVEX_MAX_ROWS", rows)
         session = HighsSession()
         cold = session.solve(structure, fill_parameters(structure, first, CONFIG), 10.0)
         warm = session.solve(structure, fill_parameters(structure, later, CONFIG), 10.0)

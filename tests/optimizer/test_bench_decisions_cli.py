@@ -42,3 +42,17 @@ def test_unknown_case_is_refused_by_name() -> None:
     result = CliRunner().invoke(_app(), ["bench-decisions", "--case", "huge"])
     assert result.exit_code != 0
     assert "huge" in result.output
+
+
+def test_mid_case_is_200_jobs_on_1000_gpus_with_its_target(tmp_path: Path) -> None:
+    """Issue 22's case: 200 jobs on 1,000 GPUs, p99 judged against 50 ms."""
+    out = tmp_path / "d.json"
+    result = CliRunner().invoke(
+        _app(),
+        ["bench-decisions", "--case", "mid", "--decisions", "3", "--repeat", "1", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    mid = json.loads(out.read_text())["cases"]["mid"]
+    assert (mid["jobs"], mid["gpus"], mid["decisions"]) == (200, 1000, 3)
+    assert cli_bench_decisions.TARGETS["mid"] == {"decision_ms_p99": 50.0}
+    assert "p99<=50" in result.output
