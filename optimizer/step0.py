@@ -27,7 +27,7 @@ that ends before the held nodes drain may still use them (EASY backfill). Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds, place_gang
 from optimizer.step0_outcome import Blocked, Step0Outcome
+from optimizer.stop_pays import StopRules, stops_that_do_not_pay
 from schemas import DecisionCause
 
 EPS = 1e-6
@@ -49,6 +50,7 @@ class _Plan0:
     keep: np.ndarray  # [J] running jobs kept running
     run_share: np.ndarray  # [J] share of a running job in its own pool
     pinned: np.ndarray  # [J] running and not preemptible
+    fresh: np.ndarray  # [J] running for less than the minimum run: never stopped for other jobs
     by_bound: frozenset[int] = frozenset()  # running jobs kept only by the preemption bound
 
 
@@ -61,11 +63,13 @@ def round_step0(
     threshold: float,
     max_preemptions: int,
     preemption_penalty_gpu_s: float = 0.0,
+    rules: StopRules | None = None,
 ) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
     held for blocked gangs, to hold again next time: a hold that moved each decision would
     never let a node drain; what the placement saw, for the reasons)."""
-    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions)
+    rules = rules or StopRules(penalty_gpu_s=preemption_penalty_gpu_s)
+    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
     if not stopped.any():
@@ -78,22 +82,32 @@ def round_step0(
     budget = max(max_preemptions - int(stopped.sum()), 0)
     first = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, backfill_above=above)
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
-    plan = _Plan0(share0, share, keep, plan.run_share, plan.pinned, plan.by_bound)
+    plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
     return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s).result()
 
 
 def _kept_by_plan(
-    inputs: PlanInputs, share0: np.ndarray, share: np.ndarray, threshold: float, max_preemptions: int
+    inputs: PlanInputs,
+    share0: np.ndarray,
+    share: np.ndarray,
+    threshold: float,
+    max_preemptions: int,
+    free0: np.ndarray,
+    rules: StopRules,
 ) -> _Plan0:
     """Running jobs the relaxed plan keeps (share at least ``threshold``, or not preemptible),
-    and more of them where stopping all the others would break the preemption bound."""
+    those whose stop would not pay for itself (optimizer/stop_pays.py), and more of them where
+    stopping all the others would break the preemption bound."""
     run_pool = inputs.job_running_pool
     running = run_pool >= 0
     run_share = np.where(running, share0[np.arange(inputs.n_jobs), np.maximum(run_pool, 0)], 0.0)
     pinned = running & ~inputs.job_preemptible
     wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
+    unpaid = stops_that_do_not_pay(inputs, share0, wants_out, free0, rules)
+    keep[unpaid] = True
+    wants_out = np.setdiff1d(wants_out, unpaid)
     over_bound = max(wants_out.size - max_preemptions, 0)
     by_bound: frozenset[int] = frozenset()
     if over_bound:
@@ -101,7 +115,8 @@ def _kept_by_plan(
         by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
         keep[by_share[:over_bound]] = True
         by_bound = frozenset(by_share[:over_bound].tolist())
-    return _Plan0(share0, share, keep, run_share, pinned, by_bound)
+    fresh = running & (inputs.job_ran_s < rules.min_run_s)
+    return _Plan0(share0, share, keep, run_share, pinned, fresh, by_bound)
 
 
 def _withdraw_idle_preemptions(
@@ -300,14 +315,20 @@ class _Step0:
         most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
         return Blocked(DecisionCause.POOL_FULL, most)
 
-    def _clearing_candidates(self, j: int, p: int, plan: _Plan0) -> list[Candidate]:
-        """Running jobs in pool p that may be stopped for job j: preemptible, on known nodes, and
-        of a lower weight (never work of equal or higher value for a gang); each costs its weight
-        x lost work."""
+    def _clearing_candidates(self, j: int, p: int, plan: _Plan0, wait_s: float) -> list[Candidate]:
+        """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
+        their minimum run, on known nodes, and of a lower weight (never work of equal or higher
+        value for a gang); each costs its weight x (lost work + the work it would do on its GPUs
+        while the gang waits ``wait_s`` for the nodes to drain: what the nodes make without the
+        stop). A job that cannot checkpoint would lose all its work for a gain that rests on
+        estimated drain times: the gang waits for the nodes instead."""
         inputs = self.inputs
         weight = inputs.job_weight
-        stoppable = (inputs.job_running_pool >= 0) & inputs.job_preemptible & ~plan.pinned & (self.pool0 == p)
-        lost = inputs.job_lost_gpu_s + self.penalty_gpu_s * inputs.job_gang
+        running_here = (inputs.job_running_pool >= 0) & (self.pool0 == p)
+        stoppable = (
+            running_here & inputs.job_preemptible & inputs.job_checkpoints & ~plan.pinned & ~plan.fresh
+        )
+        lost = inputs.job_lost_gpu_s + (self.penalty_gpu_s + wait_s) * inputs.job_gang
         return [
             Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
             for v in np.flatnonzero(stoppable).tolist()
@@ -331,14 +352,15 @@ class _Step0:
         if job_free is None or self.clear_budget <= 0 or self.cap[p] + EPS < g or not self._within_quota(j):
             return False
         per_node = self.inputs.pool_gpus_per_node[p]
+        wait_s = self._drain_wait_s(j, p)
         chosen = cheapest_clearing(
             job_free,
             self.nodes.inference_gpus[p],
             per_node,
             int(g),
-            self._clearing_candidates(j, p, plan),
+            self._clearing_candidates(j, p, plan, wait_s),
             budget_jobs=self.clear_budget,
-            max_cost=float(self.inputs.job_weight[j]) * g * self._drain_wait_s(j, p),
+            max_cost=float(self.inputs.job_weight[j]) * g * wait_s,
         )
         if chosen is None:
             return False
