@@ -73,13 +73,11 @@ def kept_need_gpus(service: ServiceState, forecast: DemandForecast | None, step_
 
 
 def can_borrow(job: JobState, step_s: int) -> bool:
-    """Preemptible, checkpointing, and a restart costs it less than one step. Work it loses when
-    the headroom is taken back (since its last checkpoint) was done on GPUs that would otherwise
-    have idled; the autoscaler takes the jobs that lose least first. A job that cannot checkpoint
-    would lose all its work to a burst, so it never borrows."""
+    """Preemptible, and a restart costs it less than one step. Work it loses when the headroom is
+    taken back was done on GPUs that would otherwise have idled; the autoscaler takes the jobs
+    that lose least first."""
     spec = job.spec
-    checkpoints = spec.checkpoint_interval_s is not None
-    return spec.preemptible and checkpoints and spec.restart_cost_s <= step_s
+    return spec.preemptible and spec.restart_cost_s <= step_s
 
 
 def _pool_allows(pool: PoolState, job: JobState) -> bool:

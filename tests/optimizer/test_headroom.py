@@ -4,10 +4,7 @@ every capacity invariant still holds, including the one after a full take-back."
 
 from __future__ import annotations
 
-from functools import partial
-
-from optimizer_cases import forecast, pool, service, state
-from optimizer_cases import job as any_job
+from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
@@ -15,7 +12,6 @@ from optimizer.planner import PlannerPolicy
 from schemas import ClusterState, DemandForecast, JobAction
 
 NOW_DEMAND = 10.0
-job = partial(any_job, checkpoint_interval_s=1800.0)  # borrowers must checkpoint
 
 
 def _cluster(jobs, *, quota: int | None = None) -> ClusterState:
@@ -77,17 +73,6 @@ def test_non_preemptible_jobs_never_borrow() -> None:
     decision = _decide(cluster)
     assert all(j.borrows_from is None for j in decision.allocation.jobs)
     assert all(s.burst_gpus == 0 for s in decision.allocation.services)
-
-
-def test_jobs_that_cannot_checkpoint_never_borrow() -> None:
-    # a burst would take all their work since they started: they wait for GPUs of their own
-    cluster = _cluster([any_job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
-    decision = _decide(cluster)
-    assert all(j.borrows_from is None for j in decision.allocation.jobs)
-    assert all(s.burst_gpus == 0 for s in decision.allocation.services)
-    # the same jobs checkpointing borrow the idle headroom
-    cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
-    assert any(j.borrows_from == "chat" for j in _decide(cluster).allocation.jobs)
 
 
 def test_nothing_to_lend_to_changes_nothing() -> None:
