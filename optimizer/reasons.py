@@ -32,7 +32,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.BACKFILL: "run: starts in pool {pool} " + _JOB + "; backfills GPUs the plan leaves idle "
     "(plan share now {share}); {pool_note}",
     C.CLEARED_FOR_JOB: "preempted: node(s) {nodes} of pool {pool} cleared for job {for_job} "
-    "({for_gpus} GPUs, weight {for_weight}), {relation} its own weight {weight}; " + _LOSES,
+    "({for_gpus} GPUs, weight {for_weight}), above its own weight {weight}; " + _LOSES,
     C.FREED_FOR_JOBS: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} GPUs, "
     "weight {for_weight}){others}, starting now (its own weight {weight}); " + _LOSES,
     C.FREED_FOR_INFERENCE: "preempted: its {gpus} GPUs in pool {pool} go to inference, {service} "
@@ -194,10 +194,7 @@ class ReasonContext:
         gang = plan.outcome.cleared_for.get(j)
         if gang is not None:
             nodes = ", ".join(f"#{n}" for n in sorted(inp.job_nodes.get(inp.job_ids[j], {})))
-            relation = "above" if inp.job_weight[gang] > inp.job_weight[j] else "equal to"
-            return explain(
-                C.CLEARED_FOR_JOB, nodes=nodes, relation=relation, **self._other_job(gang), **numbers
-            )
+            return explain(C.CLEARED_FOR_JOB, nodes=nodes, **self._other_job(gang), **numbers)
         starts = np.flatnonzero((plan.job_pool[:, 0] == p) & (inp.job_running_pool != p))
         if starts.size:
             top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])

@@ -16,7 +16,7 @@ again with full backfill. Swapping a stopped job for work of the same weight wou
 stopped job's work since its checkpoint. Where the state says which nodes hold which running
 jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
 starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
-checkpointing jobs past their minimum run, of at most the gang's weight, each costing its weight
+checkpointing jobs past their minimum run, of a lower weight than the gang, each costing its weight
 times the work it would lose and what it would make while the gang waits; worth it only below the
 gang's weighted wait for the nodes to drain). Running jobs the plan wants out stay unless the stop
 pays for itself (optimizer/stop_pays.py). Failing that it
@@ -319,13 +319,11 @@ class _Step0:
 
     def _clearing_candidates(self, j: int, p: int, plan: _Plan0, wait_s: float) -> list[Candidate]:
         """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
-        their minimum run, on known nodes, and of at most the gang's weight (never heavier work);
-        each costs its weight x (lost work + the work it would do on its GPUs while the gang waits
-        ``wait_s`` for the nodes to drain: what the nodes make without the stop). The gang is
-        worth its weight x its GPUs x that wait, so a job of its own weight is stopped only where
-        the nodes would otherwise sit idle for it (held as they drain): a higher value density
-        than what they make now. A job that cannot checkpoint would lose all its work for a gain
-        that rests on estimated drain times: the gang waits for the nodes instead."""
+        their minimum run, on known nodes, and of a lower weight (never work of equal or higher
+        value for a gang); each costs its weight x (lost work + the work it would do on its GPUs
+        while the gang waits ``wait_s`` for the nodes to drain: what the nodes make without the
+        stop). A job that cannot checkpoint would lose all its work for a gain that rests on
+        estimated drain times: the gang waits for the nodes instead."""
         inputs = self.inputs
         weight = inputs.job_weight
         running_here = (inputs.job_running_pool >= 0) & (self.pool0 == p)
@@ -336,7 +334,7 @@ class _Step0:
         return [
             Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
             for v in np.flatnonzero(stoppable).tolist()
-            if inputs.job_ids[v] in inputs.job_nodes and weight[v] <= weight[j]
+            if inputs.job_ids[v] in inputs.job_nodes and weight[v] < weight[j]
         ]
 
     def _drain_wait_s(self, j: int, p: int) -> float:

@@ -135,7 +135,7 @@ SCENARIOS = [
 # n0: one 1-GPU job, 7 GPUs free (held for the gang as n0 drains); n1: a non-preemptible 4-GPU job
 TWO_NODES = Pool("a", 16, gpus_per_node=8, free_by_node=(7, 4), node_names=("n0", "n1"))
 PINNED_ON_N1 = Job("pinned", 4, hours=6.0, running_in="a", nodes={"n1": 4}, preemptible=False)
-GANG_OF_8 = Job("gang", 8, hours=2.0)
+HEAVY_GANG = Job("gang", 8, weight=3.0, hours=2.0)
 
 
 def _small_on_n0(**kw: object) -> Job:
@@ -144,22 +144,29 @@ def _small_on_n0(**kw: object) -> Job:
 
 SCENARIOS += [
     Scenario(
-        # the gang's weight equals the small job's, but 7 of n0's GPUs would idle 6 h for it
-        "node-clearing-for-a-gang-of-equal-weight-where-the-nodes-would-idle",
+        # a weight-3 gang, and 7 of n0's GPUs would idle 6 h for it: clearing n0 pays
+        "node-clearing-for-a-heavier-gang-where-the-nodes-would-idle",
         pools=(TWO_NODES,),
-        jobs=(_small_on_n0(checkpoint_interval_s=1800.0), PINNED_ON_N1, GANG_OF_8),
-        want_jobs={"small": preempt("cleared for job gang", "equal to its own weight 1"), "gang": run("a")},
+        jobs=(_small_on_n0(checkpoint_interval_s=1800.0), PINNED_ON_N1, HEAVY_GANG),
+        want_jobs={"small": preempt("cleared for job gang", "above its own weight 1"), "gang": run("a")},
+    ),
+    Scenario(
+        # the same nodes for a gang of the small job's own weight: never cleared
+        "no-node-clearing-for-a-gang-of-equal-weight",
+        pools=(TWO_NODES,),
+        jobs=(_small_on_n0(checkpoint_interval_s=1800.0), PINNED_ON_N1, Job("gang", 8, hours=2.0)),
+        want_jobs={"small": run("a"), "gang": hold()},
     ),
     Scenario(
         "no-node-clearing-of-a-job-that-cannot-checkpoint",
         pools=(TWO_NODES,),
-        jobs=(_small_on_n0(), PINNED_ON_N1, GANG_OF_8),
+        jobs=(_small_on_n0(), PINNED_ON_N1, HEAVY_GANG),
         want_jobs={"small": run("a"), "gang": hold()},
     ),
     Scenario(
         "no-node-clearing-within-the-minimum-run",
         pools=(TWO_NODES,),
-        jobs=(_small_on_n0(checkpoint_interval_s=1800.0, started_min_ago=10.0), PINNED_ON_N1, GANG_OF_8),
+        jobs=(_small_on_n0(checkpoint_interval_s=1800.0, started_min_ago=10.0), PINNED_ON_N1, HEAVY_GANG),
         want_jobs={"small": run("a"), "gang": hold()},
     ),
 ]
