@@ -55,6 +55,10 @@ class PlannerConfig:
     metrics resolution and sync period), before their start-up: how late a take-back of lent GPUs
     comes (optimizer/peak_margin.py)."""
     max_preemptions_per_step: int = 8
+    min_run_s: float = 1800.0
+    """A running job is not stopped for other jobs within this long of its (re)start (hysteresis:
+    one decision's start is not undone by the next; inference and shrinking pools still take the
+    GPUs they need). Stops must also pay for themselves (optimizer/stop_pays.py)."""
     time_limit_s: float = 0.8
     """Wall-clock budget of one decision (model update, solve, rounding, plan and reasons): the
     solve gets what is left after the model is built, less what the last decision needed after its
@@ -95,6 +99,7 @@ class PlannerConfig:
             "max_preemptions_per_step": self.max_preemptions_per_step,
             "nowcast_steps": self.nowcast_steps,
             "autoscaler_reaction_s": self.autoscaler_reaction_s,
+            "min_run_s": self.min_run_s,
         }
         for name, number in non_negative.items():
             if number < 0:

@@ -12,6 +12,7 @@ from optimizer.config import PlannerConfig
 from optimizer.formulation import ModelStructure
 from optimizer.inputs import PlanInputs
 from optimizer.rounding import RoundedPlan, round_jobs, round_services, services_free
+from optimizer.stop_pays import StopRules
 
 
 def relaxed_shares(
@@ -68,5 +69,6 @@ def round_relaxed(
         config.max_preemptions_per_step,
         svc_gpus0=phys[:, :, 0].sum(axis=0) if inputs.n_services else None,
         preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
+        rules=StopRules(config.min_run_s, config.preemption_penalty_gpu_h * 3600.0, config.earliness),
     )
     return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds, outcome)

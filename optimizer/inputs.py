@@ -100,8 +100,10 @@ class PlanInputs:
     job_allowed: np.ndarray  # [J, P] bool
     job_running_pool: np.ndarray  # [J] pool index, -1 when not running
     job_preemptible: np.ndarray  # [J] bool
+    job_checkpoints: np.ndarray  # [J] bool: it checkpoints (else a stop loses all its work since it started)
     job_lost_gpu_s: np.ndarray  # [J] work lost plus restart cost if preempted now, GPU-seconds
     job_restart_s: np.ndarray  # [J] wall seconds a (re)start costs the gang
+    job_ran_s: np.ndarray  # [J] wall seconds since a running job (re)started; inf: not running or unknown
     job_deadline_step: np.ndarray  # [J] first step at or after the deadline (horizon+1 if none)
     job_team: np.ndarray  # [J] team index
     job_priority_class: tuple[str, ...]
@@ -317,8 +319,10 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),
+        "job_checkpoints": np.asarray([spec.checkpoint_interval_s is not None for spec in specs], dtype=bool),
         "job_lost_gpu_s": since_checkpoint + restart_s * gang,
         "job_restart_s": restart_s,
+        "job_ran_s": _ran_s(jobs, now),
         "job_deadline_step": _deadline_steps(specs, now, steps, step_s),
         "job_team": job_team,
         "job_priority_class": tuple([spec.priority_class for spec in specs]),
@@ -327,6 +331,17 @@ def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> 
         "max_weight": float(weights.max()) if n_jobs else 1.0,
         "job_nodes": running_job_nodes(pools, jobs),
     }
+
+
+def _ran_s(jobs: Sequence[JobState], now: datetime) -> np.ndarray:
+    """[J] seconds since each running job (re)started (inf where not running or not known)."""
+    ran = [
+        (now - j.started_at).total_seconds()
+        if j.status == JobStatus.RUNNING and j.started_at is not None
+        else math.inf
+        for j in jobs
+    ]
+    return np.asarray(ran, dtype=float).reshape(len(jobs))
 
 
 def running_job_nodes(pools: Sequence[PoolState], jobs: Sequence[JobState]) -> dict[str, dict[int, int]]:

@@ -2,11 +2,12 @@
 
 The relaxed plan counts GPUs per pool, so a gang it starts may find the pool's free GPUs spread
 over partly used nodes. Where the state says which nodes hold which running jobs, the nodes that
-are cheapest to empty are chosen: each candidate job (preemptible, of a lower weight than the
-gang) costs its weight times the work it would lose (since its checkpoint, plus its restart and
-the preemption penalty). Nodes are emptied cheapest first until the gang fits, inference packed
-anew on what is left as the cluster does; the stops are worth it only if they cost less than the
-gang's weighted GPU-time of waiting for the nodes to drain by themselves. Pure.
+are cheapest to empty are chosen: each candidate job (preemptible, checkpointing, past its
+minimum run, of a lower weight than the gang) costs its weight times the work it would lose (since
+its checkpoint, plus its restart and the preemption penalty) and the work it would do on its GPUs
+while the gang waits (optimizer/step0.py). Nodes are emptied cheapest first until the gang fits,
+inference packed anew on what is left as the cluster does; the stops are worth it only if they
+cost less than the gang's weighted GPU-time of waiting for the nodes to drain by themselves. Pure.
 """
 
 from __future__ import annotations

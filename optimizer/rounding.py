@@ -19,6 +19,7 @@ from optimizer.nodes import NodeHolds
 from optimizer.quota import fits_quota
 from optimizer.step0 import round_step0
 from optimizer.step0_outcome import Step0Outcome
+from optimizer.stop_pays import StopRules
 
 EPS = 1e-6
 _T = TypeVar("_T")
@@ -99,6 +100,7 @@ def round_jobs(
     max_preemptions: int,
     svc_gpus0: np.ndarray | None = None,
     preemption_penalty_gpu_s: float = 0.0,
+    rules: StopRules | None = None,
 ) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """One pool or none per job and block. ``free`` [P, B]: GPUs left after services;
     ``svc_gpus0`` [P]: inference GPUs in step 0 (for the node-level fit).
@@ -116,7 +118,15 @@ def round_jobs(
     # Step 0: whole gangs, node fit, preemption bound, backfill.
     running = run_pool >= 0
     job_pool[:, 0], remaining, holds, outcome = round_step0(
-        inputs, free[:, 0], svc_gpus0, share0, share, threshold, max_preemptions, preemption_penalty_gpu_s
+        inputs,
+        free[:, 0],
+        svc_gpus0,
+        share0,
+        share,
+        threshold,
+        max_preemptions,
+        preemption_penalty_gpu_s,
+        rules,
     )
     preempted = running & (job_pool[:, 0] < 0)
 

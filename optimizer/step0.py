@@ -16,8 +16,10 @@ again with full backfill. Swapping a stopped job for work of the same weight wou
 stopped job's work since its checkpoint. Where the state says which nodes hold which running
 jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
 starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
-jobs of a lower weight only, each costing its weight times the work
-it would lose; worth it only below the gang's weighted wait for the nodes to drain). Failing that it
+checkpointing jobs past their minimum run, of a lower weight than the gang, each costing its weight
+times the work it would lose and what it would make while the gang waits; worth it only below the
+gang's weighted wait for the nodes to drain). Running jobs the plan wants out stay unless the stop
+pays for itself (optimizer/stop_pays.py). Failing that it
 holds the nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so
 they drain for it; the same nodes are held again at the next decisions (the planner hands the holds
 back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work
@@ -27,7 +29,7 @@ that ends before the held nodes drain may still use them (EASY backfill). Pure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,6 +38,7 @@ from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds, place_gang
 from optimizer.quota import fits_quota
 from optimizer.step0_outcome import Blocked, Step0Outcome
+from optimizer.stop_pays import StopRules, stops_that_do_not_pay
 from schemas import DecisionCause
 
 EPS = 1e-6
@@ -50,6 +53,7 @@ class _Plan0:
     keep: np.ndarray  # [J] running jobs kept running
     run_share: np.ndarray  # [J] share of a running job in its own pool
     pinned: np.ndarray  # [J] running and not preemptible
+    fresh: np.ndarray  # [J] running for less than the minimum run: never stopped for other jobs
     by_bound: frozenset[int] = frozenset()  # running jobs kept only by the preemption bound
 
 
@@ -62,11 +66,13 @@ def round_step0(
     threshold: float,
     max_preemptions: int,
     preemption_penalty_gpu_s: float = 0.0,
+    rules: StopRules | None = None,
 ) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
     """(pool [J], -1 when not running in step 0; GPU-seconds left after step 0 [J]; the nodes
     held for blocked gangs, to hold again next time: a hold that moved each decision would
     never let a node drain; what the placement saw, for the reasons)."""
-    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions)
+    rules = rules or StopRules(penalty_gpu_s=preemption_penalty_gpu_s)
+    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
     if not stopped.any():
@@ -79,22 +85,32 @@ def round_step0(
     budget = max(max_preemptions - int(stopped.sum()), 0)
     first = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, backfill_above=above)
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
-    plan = _Plan0(share0, share, keep, plan.run_share, plan.pinned, plan.by_bound)
+    plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
     return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s).result()
 
 
 def _kept_by_plan(
-    inputs: PlanInputs, share0: np.ndarray, share: np.ndarray, threshold: float, max_preemptions: int
+    inputs: PlanInputs,
+    share0: np.ndarray,
+    share: np.ndarray,
+    threshold: float,
+    max_preemptions: int,
+    free0: np.ndarray,
+    rules: StopRules,
 ) -> _Plan0:
     """Running jobs the relaxed plan keeps (share at least ``threshold``, or not preemptible),
-    and more of them where stopping all the others would break the preemption bound."""
+    those whose stop would not pay for itself (optimizer/stop_pays.py), and more of them where
+    stopping all the others would break the preemption bound."""
     run_pool = inputs.job_running_pool
     running = run_pool >= 0
     run_share = np.where(running, share0[np.arange(inputs.n_jobs), np.maximum(run_pool, 0)], 0.0)
     pinned = running & ~inputs.job_preemptible
     wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
+    unpaid = stops_that_do_not_pay(inputs, share0, wants_out, free0, rules)
+    keep[unpaid] = True
+    wants_out = np.setdiff1d(wants_out, unpaid)
     over_bound = max(wants_out.size - max_preemptions, 0)
     by_bound: frozenset[int] = frozenset()
     if over_bound:
@@ -102,7 +118,8 @@ def _kept_by_plan(
         by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
         keep[by_share[:over_bound]] = True
         by_bound = frozenset(by_share[:over_bound].tolist())
-    return _Plan0(share0, share, keep, run_share, pinned, by_bound)
+    fresh = running & (inputs.job_ran_s < rules.min_run_s)
+    return _Plan0(share0, share, keep, run_share, pinned, fresh, by_bound)
 
 
 def _withdraw_idle_preemptions(
@@ -304,14 +321,20 @@ class _Step0:
         most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
         return Blocked(DecisionCause.POOL_FULL, most)
 
-    def _clearing_candidates(self, j: int, p: int, plan: _Plan0) -> list[Candidate]:
-        """Running jobs in pool p that may be stopped for job j: preemptible, on known nodes, and
-        of a lower weight (never work of equal or higher value for a gang); each costs its weight
-        x lost work."""
+    def _clearing_candidates(self, j: int, p: int, plan: _Plan0, wait_s: float) -> list[Candidate]:
+        """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
+        their minimum run, on known nodes, and of a lower weight (never work of equal or higher
+        value for a gang); each costs its weight x (lost work + the work it would do on its GPUs
+        while the gang waits ``wait_s`` for the nodes to drain: what the nodes make without the
+        stop). A job that cannot checkpoint would lose all its work for a gain that rests on
+        estimated drain times: the gang waits for the nodes instead."""
         inputs = self.inputs
         weight = inputs.job_weight
-        stoppable = (inputs.job_running_pool >= 0) & inputs.job_preemptible & ~plan.pinned & (self.pool0 == p)
-        lost = inputs.job_lost_gpu_s + self.penalty_gpu_s * inputs.job_gang
+        running_here = (inputs.job_running_pool >= 0) & (self.pool0 == p)
+        stoppable = (
+            running_here & inputs.job_preemptible & inputs.job_checkpoints & ~plan.pinned & ~plan.fresh
+        )
+        lost = inputs.job_lost_gpu_s + (self.penalty_gpu_s + wait_s) * inputs.job_gang
         return [
             Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
             for v in np.flatnonzero(stoppable).tolist()
@@ -335,14 +358,15 @@ class _Step0:
         if job_free is None or self.clear_budget <= 0 or self.cap[p] + EPS < g or not self._within_quota(j):
             return False
         per_node = self.inputs.pool_gpus_per_node[p]
+        wait_s = self._drain_wait_s(j, p)
         chosen = cheapest_clearing(
             job_free,
             self.nodes.inference_gpus[p],
             per_node,
             int(g),
-            self._clearing_candidates(j, p, plan),
+            self._clearing_candidates(j, p, plan, wait_s),
             budget_jobs=self.clear_budget,
-            max_cost=float(self.inputs.job_weight[j]) * g * self._drain_wait_s(j, p),
+            max_cost=float(self.inputs.job_weight[j]) * g * wait_s,
         )
         if chosen is None:
             return False

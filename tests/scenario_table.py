@@ -75,9 +75,10 @@ class Job:
     allowed_pools: tuple[str, ...] = ()
     team: str = "default"
     submitted_min_ago: float = 10.0
-    started_min_ago: float = 5.0
+    started_min_ago: float = 120.0  # past the planner's minimum run (PlannerConfig.min_run_s)
     restart_cost_s: float = 0.0
     since_checkpoint_gpu_s: float = 0.0
+    checkpoint_interval_s: float | None = None  # None: never checkpoints
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def build_job(j: Job) -> JobState:
         allowed_pools=list(j.allowed_pools),
         team=j.team,
         restart_cost_s=j.restart_cost_s,
+        checkpoint_interval_s=j.checkpoint_interval_s,
     )
     running = j.running_in is not None
     return JobState(

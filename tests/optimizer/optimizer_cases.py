@@ -48,6 +48,8 @@ def job(
     submitted_min_ago: float = 10.0,
     restart_cost_s: float = 0.0,
     since_checkpoint_gpu_s: float = 0.0,
+    started_min_ago: float = 120.0,
+    checkpoint_interval_s: float | None = None,
 ) -> JobState:
     spec = JobSpec(
         job_id=job_id,
@@ -58,13 +60,14 @@ def job(
         allowed_pools=allowed_pools or [],
         team=team,
         restart_cost_s=restart_cost_s,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
     return JobState(
         spec=spec,
         status=JobStatus.RUNNING if running_in else JobStatus.QUEUED,
         submitted_at=NOW - timedelta(minutes=submitted_min_ago),
         pool=running_in,
-        started_at=NOW - timedelta(minutes=5) if running_in else None,
+        started_at=NOW - timedelta(minutes=started_min_ago) if running_in else None,
         since_checkpoint_gpu_s=since_checkpoint_gpu_s if running_in else 0.0,
     )
 

@@ -27,6 +27,7 @@ def small_jobs(checkpoints_gpu_s: tuple[float, ...]) -> tuple[Job, ...]:
             nodes={"n0" if i < 3 else "n1": 2},
             restart_cost_s=60.0,
             since_checkpoint_gpu_s=lost,
+            checkpoint_interval_s=3600.0,
         )
         for i, lost in enumerate(checkpoints_gpu_s)
     )

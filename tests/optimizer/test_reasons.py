@@ -36,7 +36,7 @@ TWO_NODES_4_FREE_EACH = Pool("a", 16, gpus_per_node=8, free_by_node=(4, 4), node
 def heavy_and_pinned(gang_weight: float) -> tuple[Job, ...]:
     """n0: a weight-2 job that just checkpointed; n1: a non-preemptible job; an 8-GPU gang waits."""
     return (
-        Job("heavy", 4, weight=2.0, hours=6.0, running_in="a", nodes={"n0": 4}),
+        Job("heavy", 4, weight=2.0, hours=6.0, running_in="a", nodes={"n0": 4}, checkpoint_interval_s=1800.0),
         Job("pinned", 4, hours=6.0, running_in="a", nodes={"n1": 4}, preemptible=False),
         Job("gang", 8, weight=gang_weight, hours=2.0),
     )

@@ -1,0 +1,109 @@
+"""Step 0 (called from optimizer/step0.py): which of the stops the relaxed plan asks for pay for
+themselves. A stop the plan asks for stays a stop only if it pays; the others are kept running
+(they still give way where inference or a shrinking pool takes their GPUs: step 0 places kept
+jobs only where their pool has room left after the services).
+
+A running job the plan wants out (share below the run threshold) is stopped only when:
+
+- it has run at least ``min_run_s`` since it (re)started (hysteresis: a job one decision starts
+  is not stopped by the next, so the plan cannot swap jobs back and forth step after step);
+- a job the plan starts in its pool now has a higher weight (value per GPU-hour): a stop never
+  makes room for work of equal or lower value density;
+- the value those starts gain over waiting for GPUs to free by themselves exceeds what the stop
+  costs. The heavier jobs the plan starts in the pool queue for the GPUs that free, and would wait
+  W for them (running jobs ending by their estimates; the horizon if they never do). Both jobs'
+  work is done either way; the stop moves the heavier work W sooner and the stopped job's work as
+  much later, so, valued as the plan values time (work is worth ``earliness`` more at the start
+  of the horizon than at its end), it gains: their mean weight (by GPUs) less the stopped job's
+  x the GPUs of the stopped job they take x W x earliness x W / horizon. Cost: the stopped job's
+  weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
+  starters' weight x their start-up on those GPUs. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optimizer.inputs import PlanInputs
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """The settings the rules read (PlannerConfig's): the minimum run, the preemption penalty per
+    GPU and the earliness by which the plan values work done sooner."""
+
+    min_run_s: float = 0.0
+    penalty_gpu_s: float = 0.0
+    earliness: float = 0.75
+
+
+def stops_that_do_not_pay(
+    inputs: PlanInputs, share0: np.ndarray, wants_out: np.ndarray, free0: np.ndarray, rules: StopRules
+) -> np.ndarray:
+    """The jobs of ``wants_out`` (running, preemptible, the plan's share below the threshold)
+    whose stop does not pay (see the module): to be kept running. ``free0`` [P]: GPUs left for
+    jobs in step 0 after the services."""
+    if wants_out.size == 0:
+        return wants_out
+    keep = [j for j in wants_out.tolist() if not _pays(inputs, share0, free0, j, rules)]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules) -> bool:
+    if float(inputs.job_ran_s[j]) < rules.min_run_s:
+        return False
+    p = int(inputs.job_running_pool[j])
+    weight, gang = inputs.job_weight, inputs.job_gang
+    starters = _heavier_starters(inputs, share0, p, float(weight[j]))
+    if starters.size == 0:
+        return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
+    # the heavier starts queue for the GPUs that free: the stop gains their mean weight over the
+    # stopped job's, on the GPUs of it they take, for as long as all of them would wait
+    starter_gpus = float(gang[starters].sum())
+    starter_weight = float((weight[starters] * gang[starters]).sum()) / starter_gpus
+    starter_startup_s = float((inputs.job_restart_s[starters] * gang[starters]).sum()) / starter_gpus
+    gpus = min(float(gang[j]), starter_gpus)
+    wait_s = natural_wait_s(inputs, free0, p, starter_gpus, j)
+    # work done sooner is worth more by earliness x how much sooner over the horizon (the plan's own
+    # value of time): the heavier work moves ``wait_s`` earlier, the stopped job's as much later
+    sooner = rules.earliness * wait_s / float(inputs.blocks.dur_s.sum())
+    gain = (starter_weight - float(weight[j])) * gpus * wait_s * sooner
+    cost = float(weight[j]) * (float(inputs.job_lost_gpu_s[j]) + rules.penalty_gpu_s * float(gang[j]))
+    cost += starter_weight * starter_startup_s * gpus
+    return gain > cost
+
+
+def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: float) -> np.ndarray:
+    """Waiting jobs the plan starts in pool p now (any share there) that weigh more than ``above``:
+    a stop never makes room for work of equal or lower value density."""
+    if share0.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
+    return np.flatnonzero(waiting & (share0[:, p] > EPS) & (inputs.job_weight > above + EPS))
+
+
+def natural_wait_s(inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopped: int) -> float:
+    """How long until ``need_gpus`` GPUs are free in pool p without stopping job ``stopped``: the
+    GPUs idle now, then the running jobs there ending by their estimates (remaining GPU-time over
+    the gang); the horizon if they never add up."""
+    horizon_s = float(inputs.blocks.dur_s.sum())
+    run_pool = inputs.job_running_pool
+    others = np.flatnonzero(run_pool == p)
+    gangs = inputs.job_gang[others]
+    idle = float(free0[p]) - float(gangs.sum())
+    need = need_gpus - max(idle, 0.0)
+    if need <= EPS:
+        return 0.0
+    others_mask = others != stopped
+    others, gangs = others[others_mask], gangs[others_mask]
+    wall = inputs.job_remaining_s[others] / np.maximum(gangs, 1.0)
+    order = np.argsort(wall, kind="stable")
+    freed = np.cumsum(gangs[order])
+    enough = np.flatnonzero(freed + EPS >= need)
+    if enough.size == 0:
+        return horizon_s
+    return min(float(wall[order][enough[0]]), horizon_s)
