@@ -20,14 +20,17 @@ def _app() -> typer.Typer:
     return app
 
 
-def test_repeated_runs_report_medians_and_every_run(tmp_path: Path) -> None:
+def _run_case(tmp_path: Path, case: str, decisions: int, repeat: int) -> tuple[str, dict]:
+    """``bench-decisions --case <case>``: its printed table and its JSON figures for the case."""
     out = tmp_path / "d.json"
-    result = CliRunner().invoke(
-        _app(),
-        ["bench-decisions", "--case", "seed", "--decisions", "4", "--repeat", "3", "--json", str(out)],
-    )
+    args = ["bench-decisions", "--case", case, "--decisions", str(decisions), "--repeat", str(repeat)]
+    result = CliRunner().invoke(_app(), [*args, "--json", str(out)])
     assert result.exit_code == 0, result.output
-    seed = json.loads(out.read_text())["cases"]["seed"]
+    return result.output, json.loads(out.read_text())["cases"][case]
+
+
+def test_repeated_runs_report_medians_and_every_run(tmp_path: Path) -> None:
+    _, seed = _run_case(tmp_path, "seed", decisions=4, repeat=3)
     assert (seed["jobs"], seed["gpus"], seed["steps"]) == (50, 256, 96)
     assert seed["runs"] == 3 and seed["decisions"] == 12
     assert len(seed["decision_ms_p50_runs"]) == 3 and len(seed["decision_ms_p99_runs"]) == 3
@@ -46,13 +49,7 @@ def test_unknown_case_is_refused_by_name() -> None:
 
 def test_mid_case_is_200_jobs_on_1000_gpus_with_its_target(tmp_path: Path) -> None:
     """Issue 22's case: 200 jobs on 1,000 GPUs, p99 judged against 50 ms."""
-    out = tmp_path / "d.json"
-    result = CliRunner().invoke(
-        _app(),
-        ["bench-decisions", "--case", "mid", "--decisions", "3", "--repeat", "1", "--json", str(out)],
-    )
-    assert result.exit_code == 0, result.output
-    mid = json.loads(out.read_text())["cases"]["mid"]
+    output, mid = _run_case(tmp_path, "mid", decisions=3, repeat=1)
     assert (mid["jobs"], mid["gpus"], mid["decisions"]) == (200, 1000, 3)
     assert cli_bench_decisions.TARGETS["mid"] == {"decision_ms_p99": 50.0}
-    assert "p99<=50" in result.output
+    assert "p99<=50" in output
