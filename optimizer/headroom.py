@@ -25,17 +25,16 @@ from dataclasses import dataclass
 
 from loop import Decision
 from optimizer.peak_margin import TakeBack, kept_margin_gpus
+from optimizer.plan_build import rewrite_step0
 from schemas import (
     ClusterState,
     DecisionCause,
     DemandForecast,
-    HorizonPlan,
     JobAction,
     JobDecision,
     JobPlacement,
     JobState,
     JobStatus,
-    PlanBlock,
     PoolState,
     ServiceCapacity,
     ServiceDecision,
@@ -240,17 +239,9 @@ def _rewrite(
         JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
         for job_id, h in sorted(borrowers.items())
     ]
-    new_step0 = PlanBlock(first_step=0, steps=1, services=step0_services, jobs=step0_jobs)
-    rest = (  # the rest of a first block longer than step 0 keeps the plan's content
-        [PlanBlock(first_step=1, steps=step0.steps - 1, services=step0.services, jobs=step0.jobs)]
-        if step0.steps > 1
-        else []
-    )
     new_jobs = [_borrowing(d, borrowers, given, jobs) for d in allocation.jobs]
-    blocks = [new_step0, *rest, *plan.blocks[1:]]
-    return Decision(
-        plan=HorizonPlan.model_validate({**dict(plan), "blocks": blocks}),
-        allocation=allocation.model_copy(update={"services": services, "jobs": new_jobs}),
+    return rewrite_step0(
+        decision, step0_services=step0_services, step0_jobs=step0_jobs, services=services, jobs=new_jobs
     )
 
 

@@ -16,7 +16,8 @@ import math
 from collections import defaultdict
 
 from loop import Decision
-from schemas import ClusterState, HorizonPlan, JobAction, PlanBlock, ServiceDecision
+from optimizer.plan_build import rewrite_step0
+from schemas import ClusterState, JobAction, ServiceDecision
 
 
 def idle_gpus(decision: Decision, state: ClusterState) -> dict[str, int]:
@@ -53,9 +54,17 @@ def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
     if not added:
         return decision
     services = [_with_burst(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
-    return Decision(
-        plan=_plan_with_bursts(decision.plan, added),
-        allocation=allocation.model_copy(update={"services": services}),
+    first = decision.plan.blocks[0]
+    step0_services = [
+        c.model_copy(update={"burst_gpus": c.burst_gpus + added.get((c.service, c.pool), 0.0)})
+        for c in first.services
+    ]
+    return rewrite_step0(
+        decision,
+        step0_services=step0_services,
+        step0_jobs=list(first.jobs),
+        services=services,
+        jobs=list(allocation.jobs),
     )
 
 
@@ -66,19 +75,3 @@ def _with_burst(s: ServiceDecision, extra: float) -> ServiceDecision:
         f"{s.reason}; its autoscaler may add up to {extra:g} GPUs left idle in pool {s.pool} within the step"
     )
     return s.model_copy(update={"burst_gpus": s.burst_gpus + extra, "reason": reason})
-
-
-def _plan_with_bursts(plan: HorizonPlan, added: dict[tuple[str, str], float]) -> HorizonPlan:
-    """The plan with step 0's ceilings raised the same (a first block longer than step 0 is split)."""
-    first = plan.blocks[0]
-    services = [
-        c.model_copy(update={"burst_gpus": c.burst_gpus + added.get((c.service, c.pool), 0.0)})
-        for c in first.services
-    ]
-    step0 = PlanBlock(first_step=0, steps=1, services=services, jobs=list(first.jobs))
-    rest = (
-        [PlanBlock(first_step=1, steps=first.steps - 1, services=first.services, jobs=first.jobs)]
-        if first.steps > 1
-        else []
-    )
-    return HorizonPlan.model_validate({**dict(plan), "blocks": [step0, *rest, *plan.blocks[1:]]})
