@@ -32,7 +32,7 @@ solved in 143 ms against the cold 449 ms (decision 464 ms against 796 ms).
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -55,6 +55,8 @@ from optimizer.peak_margin import TakeBack
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
+
+_log = logging.getLogger(__name__)
 
 MIN_SOLVE_SHARE = 0.25
 """The solve always gets at least this share of the decision's budget."""
@@ -217,19 +219,21 @@ class PlannerPolicy:
         self, decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
     ) -> Decision:
         """Lending and bursting into idle GPUs are extras: on any failure the plan stands without
-        them."""
+        them, and the failure is logged with its traceback (it is a bug, not a plan)."""
         if self.config.lend_headroom:
-            with contextlib.suppress(Exception):
-                config = self.config
-                take_back = (
-                    TakeBack(config.shortfall_penalty, config.autoscaler_reaction_s)
-                    if config.peak_margin
-                    else None
-                )
+            config = self.config
+            take_back = None
+            if config.peak_margin:
+                take_back = TakeBack(config.shortfall_penalty, config.autoscaler_reaction_s)
+            try:
                 decision = lend_headroom(decision, state, forecasts, take_back, self._kept)
+            except Exception:
+                _log.exception("lending headroom failed; the plan stands without it")
         if self.config.burst_into_idle:
-            with contextlib.suppress(Exception):
+            try:
                 decision = burst_into_idle(decision, state)
+            except Exception:
+                _log.exception("bursting into idle GPUs failed; the plan stands without it")
         kept: dict[str, float] = defaultdict(float)
         for s in decision.allocation.services:
             kept[s.service] += s.gpus

@@ -95,3 +95,16 @@ def test_borrowers_stay_within_their_team_quota() -> None:
     running = [j for j in decision.allocation.jobs if j.action == JobAction.RUN]
     assert sum(j.gpus for j in running) <= 8
     _check_take_back(_cluster(jobs, quota=8), decision)
+
+
+def test_a_failure_while_lending_is_logged_and_the_plan_stands(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    import optimizer.planner as planner
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("lending bug")
+
+    monkeypatch.setattr(planner, "lend_headroom", broken)
+    cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
+    decision = _decide(cluster)
+    assert not any(j.borrows_from for j in decision.allocation.jobs) and not decision.allocation.fallback
+    assert "lending headroom failed" in caplog.text and "lending bug" in caplog.text
