@@ -23,10 +23,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from loop import ControlLoop
 from schemas import Allocation
 from simulator.cluster import Simulator
 from simulator.registry import PolicyFactory
+from simulator.runner import run_scenario
 from simulator.scenario import Scenario
 
 CAUSES = (
@@ -142,15 +142,9 @@ class _Traced(Simulator):
 def slo_breakdown(
     scenario: Scenario, factory: PolicyFactory, *, seed: int | None = None, quick: bool = False
 ) -> Breakdown:
-    """Run one policy through one scenario (as simulator/runner.py does) and split its shortfall."""
-    sim = _Traced(scenario, quick=quick, seed=seed)
-    policy, forecast_source = factory(sim)
-    loop = ControlLoop(
-        clock=sim.clock, state_source=sim, forecast_source=forecast_source, policy=policy, actuator=sim
-    )
-    for _ in range(sim.steps):
-        loop.step()
-        sim.advance()
+    """Run one policy through one scenario (simulator/runner.py) and split its shortfall."""
+    _, sim = run_scenario(scenario, "traced", factory, quick=quick, seed=seed, simulator=_Traced)
+    assert isinstance(sim, _Traced)
     return sim.breakdown
 
 

@@ -25,9 +25,11 @@ def run_scenario(
     seed: int | None = None,
     on_step: Callable[[int, int], None] | None = None,
     on_record: Callable[[StepRecord], None] | None = None,
+    simulator: type[Simulator] = Simulator,
 ) -> tuple[RunMetrics, Simulator]:
+    """``simulator``: the class to run (a subclass that records more, as bench/slo_breakdown.py's)."""
     t0 = time.perf_counter()
-    sim = Simulator(scenario, quick=quick, seed=seed)
+    sim = simulator(scenario, quick=quick, seed=seed)
     policy, forecast_source = factory(sim)
     loop = ControlLoop(
         clock=sim.clock, state_source=sim, forecast_source=forecast_source, policy=policy, actuator=sim
