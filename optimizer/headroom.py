@@ -36,7 +36,6 @@ from schemas import (
     JobState,
     JobStatus,
     PoolState,
-    ServiceCapacity,
     ServiceDecision,
     ServiceState,
 )
@@ -231,9 +230,7 @@ def _rewrite(
     for c in step0.services:
         change = given.get((c.service, c.pool))
         if change is not None:
-            c = ServiceCapacity(
-                **{**dict(c), "gpus": change[0], "replicas": change[1], "burst_gpus": change[2]}
-            )
+            c = c.revised(gpus=change[0], replicas=change[1], burst_gpus=change[2])
         step0_services.append(c)
     step0_jobs = list(step0.jobs) + [
         JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
@@ -265,8 +262,7 @@ def _lending_services(
             f"now and median forecast need {h.need_gpus:g}); its autoscaler takes the lent GPUs back "
             f"within the step if demand rises"
         )
-        update = {"gpus": gpus, "replicas": replicas, "burst_gpus": float(burst), "reason": reason}
-        new_services.append(sd.model_copy(update=update))
+        new_services.append(sd.revised(gpus=gpus, replicas=replicas, burst_gpus=float(burst), reason=reason))
     return new_services, given
 
 

@@ -56,7 +56,7 @@ def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
     services = [_with_burst(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
     first = decision.plan.blocks[0]
     step0_services = [
-        c.model_copy(update={"burst_gpus": c.burst_gpus + added.get((c.service, c.pool), 0.0)})
+        c.revised(burst_gpus=c.burst_gpus + added.get((c.service, c.pool), 0.0))
         for c in first.services
     ]
     return rewrite_step0(
@@ -74,4 +74,4 @@ def _with_burst(s: ServiceDecision, extra: float) -> ServiceDecision:
     reason = (
         f"{s.reason}; its autoscaler may add up to {extra:g} GPUs left idle in pool {s.pool} within the step"
     )
-    return s.model_copy(update={"burst_gpus": s.burst_gpus + extra, "reason": reason})
+    return s.revised(burst_gpus=s.burst_gpus + extra, reason=reason)

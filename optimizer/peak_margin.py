@@ -27,10 +27,10 @@ Pure: functions of the demand history and the settings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from itertools import pairwise
 
 from schemas import ServiceSpec
 from schemas.forecast import quantile_level
@@ -42,10 +42,11 @@ MARGIN_WINDOW_STEPS = 96
 def step_change_quantile(history: Sequence[float], level: float, window: int = MARGIN_WINDOW_STEPS) -> float:
     """The ``level`` quantile of the change between consecutive step means over the last ``window``
     steps of ``history`` (GPUs; 0 with fewer than two steps or a level of 0)."""
-    recent = np.asarray(history[-(window + 1) :], dtype=float)
-    if recent.size < 2 or level <= 0.0:
+    recent = history[-(window + 1) :]
+    if len(recent) < 2 or level <= 0.0:
         return 0.0
-    return float(np.quantile(np.abs(np.diff(recent)), min(level, 1.0), method="higher"))
+    changes = sorted(abs(b - a) for a, b in pairwise(recent))
+    return float(changes[math.ceil(min(level, 1.0) * (len(changes) - 1))])  # numpy's "higher" quantile
 
 
 def plan_margin_gpus(spec: ServiceSpec, history: Sequence[float]) -> float:

@@ -225,30 +225,19 @@ def rewrite_step0(
 ) -> Decision:
     """The decision with step 0 changed after the plan was made (lending headroom, bursting into
     idle GPUs): step 0's block of the plan replaced (a first block longer than step 0 is split, the
-    rest keeping the plan's content) and the Allocation's decisions replaced; both records, and the
-    decisions in them, validated again as published."""
+    rest keeping the plan's content) and the Allocation's decisions replaced. The parts come
+    validated (built, or ``Part.revised``); the block, the plan and the Allocation are validated
+    again as records, with their own checks (one job once, blocks tiling the horizon)."""
     plan, allocation = decision.plan, decision.allocation
     first = plan.blocks[0]
-    step0 = PlanBlock.model_validate(
-        {
-            "first_step": 0,
-            "steps": 1,
-            "services": [c.model_dump() for c in step0_services],
-            "jobs": [j.model_dump() for j in step0_jobs],
-        }
-    )
+    step0 = PlanBlock(first_step=0, steps=1, services=step0_services, jobs=step0_jobs)
     rest = (
         [PlanBlock(first_step=1, steps=first.steps - 1, services=first.services, jobs=first.jobs)]
         if first.steps > 1
         else []
     )
     blocks = [step0, *rest, *plan.blocks[1:]]
-    fields = {
-        **dict(allocation),
-        "services": [s.model_dump() for s in services],
-        "jobs": [j.model_dump() for j in jobs],
-    }
     return Decision(
         plan=HorizonPlan.model_validate({**dict(plan), "blocks": blocks}),
-        allocation=Allocation.model_validate(fields),
+        allocation=Allocation.model_validate({**dict(allocation), "services": services, "jobs": jobs}),
     )

@@ -174,11 +174,11 @@ def _round_later_blocks(
         idle=inputs.quota_idle,
     )
     left = remaining.tolist()
-    prev: list[int] = job_pool[:, 0].tolist()
+    durations, free_by_block = inputs.blocks.dur_s.tolist(), free.T.tolist()
+    columns: list[list[int]] = [job_pool[:, 0].tolist()]
     for b, ranked in enumerate(_later_block_order(inputs, share, 1), start=1):
-        dur = float(inputs.blocks.dur_s[b])
-        prev = _round_block(jobs, dur, ranked, free[:, b].tolist(), prev, left)
-        job_pool[:, b] = prev
+        columns.append(_round_block(jobs, durations[b], ranked, free_by_block[b], columns[-1], left))
+    job_pool[:, 1:] = np.asarray(columns[1:], dtype=np.int64).T
 
 
 class _JobLimits(NamedTuple):

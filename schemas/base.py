@@ -9,7 +9,7 @@ Units live in field names (``_s``, ``_gpus``, ``_mib``). Every quantity has an u
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -102,3 +102,8 @@ class Part(BaseModel):
     """Base of nested parts of events: same strictness, no version of its own."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
+
+    def revised(self, **changes: Any) -> Self:
+        """A copy with ``changes``, validated as a new part would be (``model_copy(update=...)``
+        does not validate). A record built from validated parts does not validate them again."""
+        return self.model_validate({**self.model_dump(), **changes})

@@ -205,3 +205,19 @@ def test_json_schema_files_are_fresh() -> None:
     from schemas.jsonschema import stale_files
 
     assert stale_files() == []
+
+
+def test_a_revised_part_is_validated_as_a_new_one() -> None:
+    """``Part.revised`` (how the planner changes a decision after the plan: lending, bursting)
+    checks the changed fields as construction does; ``model_copy(update=...)`` would not."""
+    from pydantic import ValidationError
+
+    from schemas import ServiceDecision
+
+    decision = ServiceDecision(service="chat", pool="a", replicas=2, gpus=2.0, reason="covers")
+    assert decision.revised(burst_gpus=3.0).burst_gpus == 3.0
+    assert decision.revised(burst_gpus=3.0).reason == "covers"
+    with pytest.raises(ValidationError, match="burst_gpus"):
+        decision.revised(burst_gpus=-1.0)
+    with pytest.raises(ValidationError, match="reason"):
+        decision.revised(reason="")
