@@ -56,8 +56,7 @@ def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
     services = [_with_burst(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
     first = decision.plan.blocks[0]
     step0_services = [
-        c.revised(burst_gpus=c.burst_gpus + added.get((c.service, c.pool), 0.0))
-        for c in first.services
+        c.revised(burst_gpus=c.burst_gpus + added.get((c.service, c.pool), 0.0)) for c in first.services
     ]
     return rewrite_step0(
         decision,
