@@ -75,6 +75,40 @@ def kept_need_gpus(
     return float(max(need, spec.min_replicas * per))
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What a service kept (did not lend) at the last decision, over all its pools."""
+
+    gpus: float
+    replicas: int
+
+
+def kept_by_service(decisions: list[ServiceDecision]) -> dict[str, Kept]:
+    """Each service's GPUs and replicas in a decision (what it kept: lent GPUs are not in them)."""
+    gpus: dict[str, float] = defaultdict(float)
+    replicas: dict[str, int] = defaultdict(int)
+    for d in decisions:
+        gpus[d.service] += d.gpus
+        replicas[d.service] += d.replicas
+    return {name: Kept(gpus[name], replicas[name]) for name in gpus}
+
+
+def taken_back_gpus(service: ServiceState, kept: Kept | None) -> float | None:
+    """The GPUs a service runs now when its autoscaler added replicas since the last decision
+    (took lent or idle GPUs back within that step): what it kept plus the added replicas' GPUs;
+    None when it added none. Replicas are compared with replicas: in a pool that time-slices, a
+    replica holds a share of a GPU, so replicas x GPUs per replica overstate the GPUs a service
+    runs there (and a fractional share reads as one more replica than it was given); compared
+    with the GPUs it kept, that read as a scale-up at every step and ratcheted the plan's floor
+    for the service up by a few GPUs a step."""
+    if kept is None:
+        return None
+    added = sum(service.replicas.values()) - kept.replicas
+    if added <= 0:
+        return None
+    return kept.gpus + added * service.spec.gpus_per_replica
+
+
 def can_borrow(job: JobState, step_s: int) -> bool:
     """Preemptible, and a restart costs it less than one step. Work it loses when the headroom is
     taken back was done on GPUs that would otherwise have idled; the autoscaler takes the jobs
@@ -97,7 +131,7 @@ def lend_headroom(
     state: ClusterState,
     forecasts: Mapping[str, DemandForecast],
     take_back: TakeBack | None = None,
-    kept_before: Mapping[str, float] | None = None,
+    kept_before: Mapping[str, Kept] | None = None,
 ) -> Decision:
     """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
     ``take_back``: what a late take-back costs (from PlannerConfig), when each service keeps ready
@@ -132,7 +166,7 @@ def _lendable(
     forecasts: Mapping[str, DemandForecast],
     step_s: int,
     take_back: TakeBack | None,
-    kept_before: Mapping[str, float],
+    kept_before: Mapping[str, Kept],
 ) -> dict[tuple[str, str], _Lendable]:
     by_service: dict[str, list[ServiceDecision]] = defaultdict(list)
     for d in decisions:
@@ -151,9 +185,9 @@ def _lendable(
         if need is None:
             continue
         per = service.spec.gpus_per_replica
-        running = sum(service.replicas.values()) * per
-        if name in kept_before and running > kept_before[name] + 1e-9:
-            need = max(need, float(running))  # taken back within the last step: not lent again yet
+        taken_back = taken_back_gpus(service, kept_before.get(name))
+        if taken_back is not None:
+            need = max(need, taken_back)  # taken back within the last step: not lent again yet
         # the need is kept in the pools the plan gives most (deterministic: then by pool name)
         for d in sorted(planned, key=lambda d: (-d.gpus, d.pool)):
             pool = pools.get(d.pool)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -46,7 +45,7 @@ from optimizer.config import PlannerConfig
 from optimizer.extract import relaxed_shares, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.guard import violations
-from optimizer.headroom import lend_headroom
+from optimizer.headroom import Kept, kept_by_service, lend_headroom, taken_back_gpus
 from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
@@ -90,7 +89,7 @@ class PlannerPolicy:
         self._model = HorizonModel()
         self._holds: NodeHolds = {}
         self._last_plan: HorizonPlan | None = None
-        self._kept: dict[str, float] = {}  # GPUs each service kept (not lent) at the last decision
+        self._kept: dict[str, Kept] = {}  # what each service kept (not lent) at the last decision
         self._post_solve_s = FIRST_POST_SOLVE_SHARE * self.config.time_limit_s
         self._solve_end = 0.0
         self._horizon_s = self.config.horizon_steps * self.config.step_s
@@ -157,8 +156,8 @@ class PlannerPolicy:
         out: dict[str, float] = {}
         for service in state.services:
             name = service.spec.service
-            running = float(sum(service.replicas.values()) * service.spec.gpus_per_replica)
-            if name in self._kept and running > self._kept[name] + 1e-9:
+            running = taken_back_gpus(service, self._kept.get(name))
+            if running is not None:
                 out[name] = running
         return out
 
@@ -234,10 +233,7 @@ class PlannerPolicy:
                 decision = burst_into_idle(decision, state)
             except Exception:
                 _log.exception("bursting into idle GPUs failed; the plan stands without it")
-        kept: dict[str, float] = defaultdict(float)
-        for s in decision.allocation.services:
-            kept[s.service] += s.gpus
-        self._kept = dict(kept)
+        self._kept = kept_by_service(decision.allocation.services)
         return decision
 
     def _fallback(self, state: ClusterState, now: datetime, failed: Planned, t0: float) -> Planned:
