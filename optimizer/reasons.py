@@ -55,8 +55,8 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
     "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
     "end before they do (its own weight {weight}){held}; {when}",
-    C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference {start}-{end}, most for "
-    "{service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
+    C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
+    "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
     C.COVERS_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}{sliced}",
     C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
@@ -367,8 +367,9 @@ class ReasonContext:
             given_back = np.flatnonzero(svc <= svc[0] - need + EPS)
             if given_back.size:
                 end = _hhmm(inp, int(inp.blocks.first_step[given_back[0]]))
-            else:
-                end = f"{_hhmm(inp, inp.horizon_steps)} (the horizon's end)"
+            else:  # a whole day ahead reads as the same clock time: say which end it is
+                hours = inp.horizon_steps * inp.step_s / 3600
+                end = f"the horizon's end ({hours:g} h from now)"
             most = int(self.svc_gpus0[:, p].argmax())
             return explain(
                 C.RESERVED_FOR_SERVICE,

@@ -78,6 +78,15 @@ SCENARIOS = [
         },
     ),
     Scenario(
+        # inference holds the pool all day: the reservation ends with the horizon, 24 h from now,
+        # which is the same clock time as now (it once read "reserved for inference 12:00-12:00")
+        "a-reservation-to-the-horizons-end-says-so",
+        pools=(Pool("a", 8),),
+        services=(Service("chat", replicas={"a": 6}, forecast=(6.0,) * 96),),
+        jobs=(Job("gang", 4, hours=2.0),),
+        want_jobs={"gang": hold("reserved for inference from 12:00 until the horizon's end (24 h from now)")},
+    ),
+    Scenario(
         # a job of 24 GPU-seconds: the planner rounds its work up to a whole step, the reason
         # quotes the job's own estimate (it once said "2.0 GPU-h left")
         "work-left-is-the-jobs-own-estimate",
