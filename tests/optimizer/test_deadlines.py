@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from optimizer_cases import NOW, job, pool, state
-from scenario_table import Job, Pool, Scenario, hold, run, run_scenario
+from scenario_table import Job, Pool, Scenario, hold, preempt, run, run_scenario
 
 from optimizer.config import PlannerConfig
 from optimizer.formulation import build_structure, margin_steps, planned_deadline_step, update_slots
@@ -137,3 +137,24 @@ def test_deadline_rows_plan_a_margin_before_the_deadline_where_there_is_room() -
     margin = margin_steps(config.deadline_margin_s, config.step_s)
     assert margin == 2
     assert planned_deadline_step(inputs, margin).tolist() == [14, 8, 8]
+
+
+def test_a_stop_pays_for_a_deadline_that_waiting_would_miss() -> None:
+    """A weight-3 job (checkpointing, past its minimum run) fills the pool; a weight-1 job due in
+    2 h needs the 2 h from now: waiting for the GPUs would push its work past the deadline, whose
+    price is above the weight-3 job's loss, so the stop pays. Without the deadline it does not."""
+    heavy = Job("heavy", 8, weight=3.0, hours=10.0, running_in="a", checkpoint_interval_s=1800.0)
+    due = Scenario(
+        "stop-for-a-deadline",
+        pools=(Pool("a", 8),),
+        jobs=(heavy, Job("due", 8, weight=1.0, hours=2.0, deadline_min=120)),
+        want_jobs={"heavy": preempt("go to job due"), "due": run("a")},
+    )
+    run_scenario(due)
+    no_deadline = Scenario(
+        "no-stop-without-the-deadline",
+        pools=(Pool("a", 8),),
+        jobs=(heavy, Job("due", 8, weight=1.0, hours=2.0)),
+        want_jobs={"heavy": run("a"), "due": hold()},
+    )
+    run_scenario(no_deadline)
