@@ -24,7 +24,8 @@ class PlannerConfig:
     """Block length for the rest of the horizon."""
 
     shortfall_penalty: float = 25.0
-    """Cost of one uncovered GPU-hour of inference demand, in units of the largest job weight."""
+    """Cost of one uncovered GPU-hour of inference demand, in units of the largest job weight
+    (optimizer/parameters.py, SLO_PRICE_UNIT)."""
     min_replica_penalty: float = 5.0
     """Cost per GPU-hour of a replica missing under min_replicas, same unit."""
     earliness: float = 0.75

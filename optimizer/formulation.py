@@ -423,8 +423,9 @@ def build_structure(inputs: PlanInputs, key: str | None = None, deadline_margin:
     _job_rows(rows, c, inputs)
     sets, members = _capacity_rows(rows, c, inputs)
     quota_teams, slot_quota = _quota_rows(rows, c, inputs)
-    deadline = _deadline_rows(rows, c, inputs, deadline_margin)
     _service_rows(rows, c, inputs)
+    # last, so that a model without deadlines in reach holds its rows in the order it always had
+    deadline = _deadline_rows(rows, c, inputs, deadline_margin)
     matrix = rows.matrix(c.n_cols)
     yb = c.cols["yb"]
     deadline_rows = np.broadcast_to(rows.groups["deadline"][:, None], yb.shape)

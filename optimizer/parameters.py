@@ -52,9 +52,15 @@ def top_job_value(inputs: PlanInputs, config: PlannerConfig) -> float:
     return inputs.max_weight * (1.0 + config.earliness)
 
 
+SLO_PRICE_UNIT = 1.25
+"""The unit of PlannerConfig.shortfall_penalty and min_replica_penalty is this times the most any
+job's GPU-hour is worth: the most it was worth when a deadline was an objective bonus of 25%, so
+the SLO's price did not move when deadlines became rows."""
+
+
 def shortfall_cost_per_gpu_h(inputs: PlanInputs, config: PlannerConfig) -> float:
     """Above the value of any job's GPU-hour, so capacity for the SLO always comes first."""
-    return config.shortfall_penalty * top_job_value(inputs, config)
+    return config.shortfall_penalty * (top_job_value(inputs, config) * SLO_PRICE_UNIT)
 
 
 def deadline_requirement(inputs: PlanInputs) -> np.ndarray:

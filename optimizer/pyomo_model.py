@@ -46,8 +46,9 @@ def job_value(inputs: PlanInputs, config: PlannerConfig, j: int, b: int) -> floa
 
 
 def shortfall_cost(inputs: PlanInputs, config: PlannerConfig) -> float:
-    """Cost of an uncovered GPU-hour: above any job's GPU-hour, so the SLO comes first."""
-    return config.shortfall_penalty * inputs.max_weight * (1.0 + config.earliness)
+    """Cost of an uncovered GPU-hour: above any job's GPU-hour, so the SLO comes first (in units of
+    1.25 x the most a job's GPU-hour is worth, the unit the setting had before deadlines were rows)."""
+    return config.shortfall_penalty * (inputs.max_weight * (1.0 + config.earliness) * 1.25)
 
 
 def late_cost(inputs: PlanInputs, config: PlannerConfig) -> float:
