@@ -19,10 +19,10 @@ A running job the plan wants out (share below the run threshold) is stopped only
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
 
-A start with a deadline in reach (optimizer/formulation.py's ``deadline_in_reach``) that waiting W
-would push past its deadline gains more: the plan's price of its work left late
-(PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a start also counts
-as heavier than any job without that at stake, as the plan ranks it. Pure.
+A start with a deadline in reach (optimizer/formulation.py's ``deadline_in_reach``) that waiting for
+its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
+its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
+start also counts as heavier than any job without that at stake, as the plan ranks it. Pure.
 """
 
 from __future__ import annotations
@@ -66,9 +66,8 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
         return False
     p = int(inputs.job_running_pool[j])
     weight, gang = inputs.job_weight, inputs.job_gang
-    starters = _heavier_starters(inputs, share0, p, float(weight[j]))
-    at_stake = _deadline_starters(inputs, share0, p, j) if rules.deadline_penalty > 0 else starters[:0]
-    starters = np.union1d(starters, at_stake)
+    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules)
+    starters = np.union1d(_heavier_starters(inputs, share0, p, float(weight[j])), at_stake)
     if starters.size == 0:
         return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
     # the heavier starts queue for the GPUs that free: the stop gains their mean weight over the
@@ -81,8 +80,7 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
     # work done sooner is worth more by earliness x how much sooner over the horizon (the plan's own
     # value of time): the heavier work moves ``wait_s`` earlier, the stopped job's as much later
     sooner = rules.earliness * wait_s / float(inputs.blocks.dur_s.sum())
-    gain = max(starter_weight - float(weight[j]), 0.0) * gpus * wait_s * sooner
-    gain += _deadline_gain_gpu_s(inputs, at_stake, wait_s, rules)
+    gain = max(starter_weight - float(weight[j]), 0.0) * gpus * wait_s * sooner + deadline_gain
     cost = float(weight[j]) * (float(inputs.job_lost_gpu_s[j]) + rules.penalty_gpu_s * float(gang[j]))
     cost += starter_weight * starter_startup_s * gpus
     return gain > cost
@@ -97,26 +95,31 @@ def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: flo
     return np.flatnonzero(waiting & (share0[:, p] > EPS) & (inputs.job_weight > above + EPS))
 
 
-def _deadline_starters(inputs: PlanInputs, share0: np.ndarray, p: int, stopped: int) -> np.ndarray:
-    """Waiting jobs the plan starts in pool p now with a deadline in reach, where the stopped job
-    has none at stake itself."""
-    if share0.size == 0 or deadline_in_reach(inputs)[stopped]:
-        return np.zeros(0, dtype=np.int64)
+def _deadlines_at_stake(
+    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, p: int, stopped: int, rules: StopRules
+) -> tuple[np.ndarray, float]:
+    """Waiting jobs the plan starts in pool p now whose deadline (in reach) waiting for GPUs to free
+    by themselves would miss, where the stopped job has none at stake itself; and the plan's price
+    (weight x GPU-seconds) of the work each such wait pushes past its deadline. Each start waits for
+    its own gang's GPUs (``natural_wait_s``), beyond its slack (deadline less its work)."""
+    none = np.zeros(0, dtype=np.int64)
+    in_reach = deadline_in_reach(inputs)
+    if rules.deadline_penalty <= 0 or share0.size == 0 or in_reach[stopped]:
+        return none, 0.0
     waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
-    return np.flatnonzero(waiting & (share0[:, p] > EPS) & deadline_in_reach(inputs))
-
-
-def _deadline_gain_gpu_s(inputs: PlanInputs, starters: np.ndarray, wait_s: float, rules: StopRules) -> float:
-    """The plan's price (in weight x GPU-seconds) of the deadline work that waiting ``wait_s``
-    would push past the deadlines of ``starters``: each one's GPU-seconds beyond its slack."""
-    if starters.size == 0:
-        return 0.0
-    slack_s = (inputs.job_deadline_step[starters] - steps_of_work(inputs)[starters]) * inputs.step_s
-    late_gpu_s = np.minimum(
-        inputs.job_remaining_s[starters], inputs.job_gang[starters] * np.maximum(wait_s - slack_s, 0.0)
-    )
+    candidates = np.flatnonzero(waiting & (share0[:, p] > EPS) & in_reach)
+    slack_s = (inputs.job_deadline_step - steps_of_work(inputs)) * inputs.step_s
+    late_gpu_s = {
+        s: min(
+            float(inputs.job_remaining_s[s]),
+            float(inputs.job_gang[s])
+            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopped) - float(slack_s[s])),
+        )
+        for s in candidates.tolist()
+    }
+    at_stake = np.asarray([s for s, late in late_gpu_s.items() if late > 0], dtype=np.int64)
     price = rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
-    return price * float(late_gpu_s.sum())
+    return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
 
 
 def natural_wait_s(inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopped: int) -> float:
