@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from optimizer_cases import NOW, job, pool, state
 from scenario_table import Job, Pool, Scenario, hold, preempt, run, run_scenario
 
@@ -158,3 +160,43 @@ def test_a_stop_pays_for_a_deadline_that_waiting_would_miss() -> None:
         want_jobs={"heavy": run("a"), "due": hold()},
     )
     run_scenario(no_deadline)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 4, 8]),
+            st.floats(0.25, 6.0),
+            st.one_of(st.none(), st.floats(-1.0, 30.0)),
+            st.sampled_from([1.0, 3.0]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
+def test_any_mix_of_deadlines_is_planned_by_the_solver(
+    specs: list[tuple[int, float, float | None, float, bool]],
+) -> None:
+    """Deadlines past, in reach, out of reach, beyond the horizon, on a pool too small for all of
+    them: the LP is never infeasible (the plan is the solver's, not a fallback), every invariant
+    holds, and the next step (deadlines a step nearer, coefficients updated in place) too."""
+    from datetime import timedelta
+
+    from plan_checks import check_plan
+
+    used, jobs = 0, []
+    for i, (gang, hours, due, weight, running) in enumerate(specs):
+        runs = running and used + gang <= 16  # running jobs only while they fit the pool
+        used += gang if runs else 0
+        where = "a" if runs else None
+        jobs.append(job(f"j{i}", gang, weight=weight, hours=hours, deadline_hours=due, running_in=where))
+    cluster = state([pool("a", 16)], jobs)
+    policy = PlannerPolicy()
+    for step in range(2):
+        now = NOW + timedelta(minutes=15 * step)
+        decision = policy.decide(cluster.model_copy(update={"as_of": now}), {}, now)
+        assert not decision.allocation.fallback, decision.allocation.fallback_reason
+        assert decision.plan.solver.status == "Optimal"
+        check_plan(cluster.model_copy(update={"as_of": now}), decision, 96, 900)
