@@ -19,8 +19,8 @@ import numpy as np
 
 from optimizer.formulation import ModelStructure
 
-SLOT_COLUMN_GROUPS = ("yb", "pre")
-SLOT_ROW_GROUPS = ("gang0", "work", "preempt_link", "keep_running")
+SLOT_COLUMN_GROUPS = ("yb", "pre", "late")
+SLOT_ROW_GROUPS = ("gang0", "work", "preempt_link", "keep_running", "deadline")
 SERVICE_COLUMN_GROUPS = ("R", "G", "up0")
 """Indexed by (service, pool) pair: carried only when the pairs are the same."""
 SHARED_ROW_GROUPS = (

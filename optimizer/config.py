@@ -24,13 +24,22 @@ class PlannerConfig:
     """Block length for the rest of the horizon."""
 
     shortfall_penalty: float = 25.0
-    """Cost of one uncovered GPU-hour of inference demand, in units of the largest job weight."""
+    """Cost of one uncovered GPU-hour of inference demand, in units of the largest job weight
+    (optimizer/parameters.py, SLO_PRICE_UNIT)."""
     min_replica_penalty: float = 5.0
     """Cost per GPU-hour of a replica missing under min_replicas, same unit."""
     earliness: float = 0.75
     """Work in step 0 is worth (1 + earliness) x work at the horizon's end."""
-    deadline_bonus: float = 0.25
-    """Extra value of work done before a job's deadline."""
+    deadline_penalty: float = 2.0
+    """Cost of one GPU-hour of a job's remaining work that its plan leaves past its deadline, in
+    units of the most any job's GPU-hour is worth (the largest weight x (1 + earliness)): above 1,
+    a deadline that can be met outranks every other use of a GPU-hour but inference's SLO
+    (``shortfall_penalty``). Only deadlines the job's gang can still meet, running from now on,
+    are priced (optimizer/parameters.py)."""
+    deadline_margin_s: float = 1800.0
+    """A deadline job is planned to finish this long before its deadline where its gang still can
+    (else as soon as it can): a job started on its GPUs meanwhile could not be stopped for it
+    within ``min_run_s``, and a deadline that leaves no slack is missed by any delay."""
     preemption_penalty_gpu_h: float = 0.1
     """Cost of a preemption per GPU of the gang (disruption, hysteresis against swapping jobs back
     and forth), in GPU-hours at the preempted job's weight, on top of the work it loses."""
@@ -90,7 +99,8 @@ class PlannerConfig:
             "shortfall_penalty": self.shortfall_penalty,
             "min_replica_penalty": self.min_replica_penalty,
             "earliness": self.earliness,
-            "deadline_bonus": self.deadline_bonus,
+            "deadline_penalty": self.deadline_penalty,
+            "deadline_margin_s": self.deadline_margin_s,
             "preemption_penalty_gpu_h": self.preemption_penalty_gpu_h,
             "churn_penalty_gpu": self.churn_penalty_gpu,
             "service_gpu_cost": self.service_gpu_cost,

@@ -69,6 +69,11 @@ def round_relaxed(
         config.max_preemptions_per_step,
         svc_gpus0=phys[:, :, 0].sum(axis=0) if inputs.n_services else None,
         preemption_penalty_gpu_s=config.preemption_penalty_gpu_h * 3600.0,
-        rules=StopRules(config.min_run_s, config.preemption_penalty_gpu_h * 3600.0, config.earliness),
+        rules=StopRules(
+            config.min_run_s,
+            config.preemption_penalty_gpu_h * 3600.0,
+            config.earliness,
+            config.deadline_penalty,
+        ),
     )
     return RoundedPlan(whole, phys, job_pool, share0, share, preempted, holds, outcome)

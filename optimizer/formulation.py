@@ -22,15 +22,25 @@ noted), per time block b (step 0 is block 0):
   later blocks aggregate pools, and per pool they held about a quarter of the LP at seed scale
 - ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
 - ``borrow[t,b]`` GPUs team t holds beyond its quota, lent by idle quotas (optimizer/quota.py)
+- ``late[j]``  GPU-hours of job j's remaining work its deadline row leaves past the deadline
+
+Deadlines are rows (``deadline[j]``): the GPU-hours planned for job j in the blocks before its
+deadline (the block the deadline falls in by the share of its steps before it) plus ``late[j]``
+cover its remaining work. A row plans the job to finish a margin before the deadline where the job
+still can (PlannerConfig.deadline_margin_s). Whether a job has the row, and the price of
+``late``, are bounds and costs (optimizer/parameters.py: only deadlines in reach ask for work).
 
 The matrix depends only on the structure (which jobs with which gangs and allowed pools, which
 services, pools and blocks), never on demand, capacity, weights or progress: those live in costs
 and bounds (optimizer/parameters.py), so a persistent solver updates only them between steps.
+Two kinds of coefficient move with the job in a slot and are updated in place (``update_slots``):
+its gang's (the preemption bound) and its deadline's (which blocks lie before it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -80,13 +90,12 @@ class ColumnMatrix:
         return row_ptr, order
 
     def entry_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """The position in ``data`` of each stored (row, col)."""
-        at = [
-            int(self.indptr[col])
-            + int(np.flatnonzero(self.indices[self.indptr[col] : self.indptr[col + 1]] == row)[0])
-            for row, col in zip(rows.tolist(), cols.tolist(), strict=True)
-        ]
-        return np.asarray(at, dtype=np.int64)
+        """The position in ``data`` of each stored (row, col): entries are stored column by column,
+        rows ascending within each, so their (column, row) keys are sorted."""
+        n_rows = max(self.n_rows, 1)
+        keys = self.entry_cols * n_rows + self.indices
+        at: np.ndarray = np.searchsorted(keys, np.asarray(cols, dtype=np.int64) * n_rows + rows)
+        return at.astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -105,12 +114,15 @@ class ModelStructure:
     slot_gang: np.ndarray  # [J] what the matrix encodes now per job slot (updated in place)
     slot_hall: np.ndarray  # [J, F]
     slot_quota: np.ndarray  # [J]
+    deadline_margin: int  # steps before a deadline its row plans the job to finish by, where it can
+    slot_deadline: np.ndarray  # [J, B-1] deadline-row coefficients of yb encoded now (updated in place)
+    deadline_at: np.ndarray  # [J, B-1] their positions in the matrix's data
 
 
 def structure_key(inputs: PlanInputs) -> str:
     """A digest of what the matrix's shape depends on: job slots, pools, services, blocks and the
     teams with a quota. Which job sits in a slot (its gang, allowed pools, team) is not part of
-    it: those coefficients are updated in place (see update_gangs)."""
+    it: those coefficients are updated in place (see update_slots)."""
     h = hashlib.blake2b(digest_size=16)
     parts = (
         inputs.blocks.n_steps,
@@ -243,6 +255,7 @@ def _columns(inputs: PlanInputs) -> _Columns:
     add("short", (n_svc, n_blocks))
     add("minshort", (n_svc, n_blocks))
     add("borrow", (len(quota_team_names(inputs)), n_blocks))
+    add("late", (n_jobs,))
     # Physical GPUs of each pair: its G column where it may time-slice, else gpr x its R column.
     g_of = np.zeros((n_sp, n_blocks), dtype=np.int64)
     g_of[shared] = g_col
@@ -315,6 +328,59 @@ def _quota_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> tuple[tuple[str
     return quota_teams, slot_quota
 
 
+def steps_of_work(inputs: PlanInputs) -> np.ndarray:
+    """[J] steps each job's gang needs for its remaining work (whole steps: see PlanInputs)."""
+    per_step = np.maximum(inputs.job_gang, 1.0) * inputs.step_s
+    steps: np.ndarray = np.ceil(inputs.job_remaining_s / per_step - 1e-9)
+    return steps
+
+
+def deadline_in_reach(inputs: PlanInputs) -> np.ndarray:
+    """[J] the job has work left, a pool, and a deadline in the horizon that its gang, running
+    from now on, can still meet."""
+    deadline = inputs.job_deadline_step
+    reach = (deadline <= inputs.horizon_steps) & (steps_of_work(inputs) <= deadline)
+    reach &= (inputs.job_remaining_s > 0) & inputs.job_allowed.any(axis=1)
+    return np.asarray(reach, dtype=bool)
+
+
+def margin_steps(margin_s: float, step_s: int) -> int:
+    """PlannerConfig.deadline_margin_s in whole steps."""
+    return math.ceil(margin_s / step_s - 1e-9)
+
+
+def planned_deadline_step(inputs: PlanInputs, margin: int) -> np.ndarray:
+    """[J] the step a deadline row plans a job to finish by: ``margin`` steps before its deadline
+    where the job can still finish by then, else as soon as it can (its deadline if out of reach)."""
+    deadline = inputs.job_deadline_step
+    earliest = np.maximum(deadline - margin, steps_of_work(inputs))
+    planned: np.ndarray = np.where(deadline_in_reach(inputs), earliest, deadline)
+    return planned
+
+
+def deadline_coefficients(inputs: PlanInputs, margin: int) -> np.ndarray:
+    """[J, B] GPU-hours one GPU of each job does before its planned deadline in each block: the
+    block's hours, by the share of its steps before it (all of them for a job without one)."""
+    blocks = inputs.blocks
+    planned = planned_deadline_step(inputs, margin)
+    before = (planned[:, None] - blocks.first_step[None, :]) / blocks.n_steps[None, :]
+    hours: np.ndarray = before.clip(0.0, 1.0) * (blocks.dur_s / 3600.0)[None, :]
+    return hours
+
+
+def _deadline_rows(rows: _Rows, c: _Columns, inputs: PlanInputs, margin: int) -> np.ndarray:
+    """Deadlines: GPU-hours before the planned deadline + late >= remaining work (bounds:
+    parameters.py). Step 0 always lies before a deadline in reach, so its coefficient never
+    moves. Returns the yb coefficients written."""
+    r_deadline = rows.add("deadline", (inputs.n_jobs,))
+    j0 = c.y0_pairs[:, 0]
+    rows.coef(r_deadline[j0], c.cols["y0"], inputs.blocks.dur_s[0] / 3600.0)
+    coefficients = deadline_coefficients(inputs, margin)[:, 1:]
+    rows.coef(r_deadline[:, None], c.cols["yb"], coefficients)
+    rows.coef(r_deadline, c.cols["late"], 1.0)
+    return coefficients
+
+
 def _service_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
     """Services: SLO coverage, time-slicing packing, replica bounds, scale-up (lead time, churn)."""
     n_svc, n_blocks, dur_s = inputs.n_services, inputs.blocks.count, inputs.blocks.dur_s
@@ -349,19 +415,25 @@ def _service_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
         rows.coef(r_up[s_of], g_of[:, :-1], g_scale)
 
 
-def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructure:
-    """The model's matrix for ``inputs``' structure (see the module's docstring)."""
+def build_structure(inputs: PlanInputs, key: str | None = None, deadline_margin: int = 0) -> ModelStructure:
+    """The model's matrix for ``inputs``' structure (see the module's docstring); deadlines in
+    reach are planned ``deadline_margin`` steps early where they can be (planned_deadline_step)."""
     c = _columns(inputs)
     rows = _Rows()
     _job_rows(rows, c, inputs)
     sets, members = _capacity_rows(rows, c, inputs)
     quota_teams, slot_quota = _quota_rows(rows, c, inputs)
     _service_rows(rows, c, inputs)
+    # last, so that a model without deadlines in reach holds its rows in the order it always had
+    deadline = _deadline_rows(rows, c, inputs, deadline_margin)
+    matrix = rows.matrix(c.n_cols)
+    yb = c.cols["yb"]
+    deadline_rows = np.broadcast_to(rows.groups["deadline"][:, None], yb.shape)
     return ModelStructure(
         key=key or structure_key(inputs),
         n_cols=c.n_cols,
         n_rows=rows.n,
-        matrix=rows.matrix(c.n_cols),
+        matrix=matrix,
         cols=c.cols,
         rows=rows.groups,
         y0_pairs=c.y0_pairs,
@@ -372,6 +444,9 @@ def build_structure(inputs: PlanInputs, key: str | None = None) -> ModelStructur
         slot_gang=inputs.job_gang.copy(),
         slot_hall=members,
         slot_quota=slot_quota,
+        deadline_margin=deadline_margin,
+        slot_deadline=deadline.copy(),
+        deadline_at=matrix.entry_at(deadline_rows.ravel(), yb.ravel()).reshape(yb.shape),
     )
 
 
@@ -379,7 +454,8 @@ def slots_match(structure: ModelStructure, inputs: PlanInputs) -> bool:
     """Whether the matrix encodes ``inputs``' job slots (allowed pools, team), gangs aside.
 
     Job slots are grouped by class (optimizer/slots.py), so a job taking over a slot changes no
-    coefficient but its gang's (see update_gangs); if more would change, the caller rebuilds.
+    coefficient but its gang's and its deadline's (see update_slots); if more would change, the
+    caller rebuilds.
     """
     members = hall_members(inputs.job_allowed, structure.hall_sets)
     quota = quota_rows_of_jobs(inputs, structure.quota_teams)
@@ -397,6 +473,31 @@ class EntryChanges(NamedTuple):
     cols: np.ndarray
     at: np.ndarray
     values: np.ndarray
+
+
+def update_slots(structure: ModelStructure, inputs: PlanInputs) -> EntryChanges:
+    """The matrix entries that follow the jobs in the slots (gangs, deadlines), written into the
+    structure's matrix and returned."""
+    gangs, deadlines = update_gangs(structure, inputs), update_deadlines(structure, inputs)
+    if not deadlines.at.size:
+        return gangs
+    return EntryChanges(*(np.concatenate(pair) for pair in zip(gangs, deadlines, strict=True)))
+
+
+def update_deadlines(structure: ModelStructure, inputs: PlanInputs) -> EntryChanges:
+    """The deadline-row entries of real jobs whose blocks before their deadline moved (each step
+    the deadline comes one step nearer), written into the structure's matrix and returned."""
+    wanted = deadline_coefficients(inputs, structure.deadline_margin)[:, 1:]
+    differs = np.abs(wanted - structure.slot_deadline) > 1e-12
+    if inputs.job_active is not None:
+        differs &= inputs.job_active[:, None]
+    jobs, blocks = differs.nonzero()
+    values = wanted[jobs, blocks]
+    structure.slot_deadline[jobs, blocks] = values
+    at = structure.deadline_at[jobs, blocks]
+    structure.matrix.data[at] = values
+    rows = structure.rows["deadline"][jobs]
+    return EntryChanges(rows, structure.cols["yb"][jobs, blocks], at, values)
 
 
 def update_gangs(structure: ModelStructure, inputs: PlanInputs) -> EntryChanges:

@@ -3,9 +3,9 @@
 Pipeline stage 3 of a decision (after optimizer/inputs.py, before optimizer/solve_highs.py). The
 planner keeps one HorizonModel: the job slot table (optimizer/slots.py), the matrix structure
 (optimizer/formulation.py) and the HiGHS session (optimizer/solve_highs.py). Each decision the
-jobs take their slots; while the structure still fits the slots, only its gang coefficients are
-updated in place and the new costs and bounds (optimizer/parameters.py) go to the live HiGHS
-model; otherwise the structure is built again and the old basis is carried over to it
+jobs take their slots; while the structure still fits the slots, only its gang and deadline
+coefficients are updated in place and the new costs and bounds (optimizer/parameters.py) go to the
+live HiGHS model; otherwise the structure is built again and the old basis is carried over to it
 (optimizer/basis_carry.py).
 """
 
@@ -21,9 +21,10 @@ from optimizer.formulation import (
     EntryChanges,
     ModelStructure,
     build_structure,
+    margin_steps,
     slots_match,
     structure_key,
-    update_gangs,
+    update_slots,
 )
 from optimizer.inputs import PlanInputs
 from optimizer.nodes import NodeHolds
@@ -62,9 +63,10 @@ class HorizonModel:
         carry: tuple[np.ndarray, np.ndarray] | None = None
         if old is not None and old.key == key and self.session.holds(key) and slots_match(old, inputs):
             structure = old
-            coefficients = update_gangs(structure, inputs)
+            coefficients = update_slots(structure, inputs)
         else:
-            structure = build_structure(inputs, key)
+            margin = margin_steps(config.deadline_margin_s, config.step_s)
+            structure = build_structure(inputs, key, deadline_margin=margin)
             if old is not None:  # a new slot layout: start from the old basis, matched by job
                 carry = carried_indices(old, self._structure_ids, structure, inputs.job_ids)
             self.session.forget(keep_basis=carry is not None)
@@ -85,6 +87,7 @@ _OBJECTIVE_GROUPS = {
     "preemption": ("pre",),
     "service_gpus_and_interference": ("R", "G"),
     "churn": ("up0", "up"),
+    "deadline_shortfall": ("late",),
 }
 
 

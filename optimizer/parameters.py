@@ -4,10 +4,17 @@ Part of pipeline stage 3 (update the model, optimizer/model_update.py).
 
 Everything that changes from step to step (demand at the SLO quantile, pool capacity, remaining
 work, running placements, weights, deadlines) lands here, on top of a fixed ModelStructure.
-The objective is minimised: value of priority-weighted work (earlier is worth more, work before a
-deadline more still) enters negatively; SLO shortfall, missing minimum replicas, preemption
+The objective is minimised: value of priority-weighted work (earlier is worth more) enters
+negatively; SLO shortfall, missing minimum replicas, preemption
 (work since the last checkpoint plus restart cost), interference (capacity on shared GPUs),
-scale-up churn and idle service GPUs enter positively. Pure.
+scale-up churn, idle service GPUs and work left past a deadline enter positively.
+
+Deadlines (``deadline_requirement``): a job whose gang can still finish its remaining work by its
+deadline, running from now on, asks its deadline row for all of it, and each GPU-hour left past
+the deadline costs more than any other use of a GPU-hour is worth (PlannerConfig.deadline_penalty),
+so the deadline is met wherever capacity allows and priced where it does not. A deadline that is
+already out of reach asks for nothing: as a production scheduler would, the plan does not give
+GPUs to a job for a deadline it will miss anyway (it keeps its weight, like any other job). Pure.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import INF, ModelStructure
+from optimizer.formulation import INF, ModelStructure, deadline_in_reach
 from optimizer.inputs import PlanInputs
 
 
@@ -31,27 +38,36 @@ class Parameters:
 
 
 def block_values(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
-    """[J, B] value of one GPU-hour of each job in each block: priority, earliness, deadline."""
+    """[J, B] value of one GPU-hour of each job in each block: its priority, more the earlier
+    (deadlines are rows of their own: formulation.py's ``deadline``, priced by ``late``)."""
     blocks = inputs.blocks
     mid = blocks.first_step + blocks.n_steps / 2.0
     earliness = 1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps)
     values: np.ndarray = inputs.job_weight[:, None] * earliness[None, :]
-    # Only jobs with a deadline get a bonus; the others' factor (1 + 0) leaves their values as
-    # they are, so only the deadline rows are multiplied (the same arithmetic, on fewer rows).
-    deadline_step = inputs.job_deadline_step
-    with_deadline = (deadline_step <= inputs.horizon_steps).nonzero()[0]
-    if with_deadline.size:
-        before = (
-            (deadline_step[with_deadline, None] - blocks.first_step[None, :]) / blocks.n_steps[None, :]
-        ).clip(0.0, 1.0)
-        values[with_deadline] *= 1.0 + config.deadline_bonus * before
     return values
+
+
+def top_job_value(inputs: PlanInputs, config: PlannerConfig) -> float:
+    """The most one GPU-hour of any job is worth (block_values' largest possible value)."""
+    return inputs.max_weight * (1.0 + config.earliness)
+
+
+SLO_PRICE_UNIT = 1.25
+"""The unit of PlannerConfig.shortfall_penalty and min_replica_penalty is this times the most any
+job's GPU-hour is worth: the most it was worth when a deadline was an objective bonus of 25%, so
+the SLO's price did not move when deadlines became rows."""
 
 
 def shortfall_cost_per_gpu_h(inputs: PlanInputs, config: PlannerConfig) -> float:
     """Above the value of any job's GPU-hour, so capacity for the SLO always comes first."""
-    top_value = inputs.max_weight * (1.0 + config.earliness) * (1.0 + config.deadline_bonus)
-    return config.shortfall_penalty * top_value
+    return config.shortfall_penalty * (top_job_value(inputs, config) * SLO_PRICE_UNIT)
+
+
+def deadline_requirement(inputs: PlanInputs) -> np.ndarray:
+    """[J] GPU-hours each job's deadline row asks for before its deadline: all its remaining work
+    where its deadline is in reach (formulation.deadline_in_reach), 0 for every other job."""
+    need: np.ndarray = np.where(deadline_in_reach(inputs), inputs.job_remaining_s / 3600.0, 0.0)
+    return need
 
 
 def service_gpu_cost(inputs: PlanInputs, config: PlannerConfig, pairs: np.ndarray) -> np.ndarray:
@@ -105,6 +121,9 @@ def _job_columns(
         inputs.job_lost_gpu_s / 3600.0 / per_gpu + config.preemption_penalty_gpu_h
     )
     upper[pre] = np.where((run_pool >= 0) & inputs.job_preemptible, gang, 0.0)
+    # late[j]: GPU-hours left past the deadline, up to all the row asks for (none without a row)
+    cost[cols["late"]] = config.deadline_penalty * top_job_value(inputs, config)
+    upper[cols["late"]] = deadline_requirement(inputs)
 
 
 def _service_columns(
@@ -153,6 +172,8 @@ def _job_rows(
         movable_now = running & inputs.job_preemptible
         row_lower[rows["keep_running"]] = np.where(movable_now[:, None] & fills, gang[:, None], 0.0)
     row_upper[rows["preempt_bound"]] = float(config.max_preemptions_per_step)
+    need = deadline_requirement(inputs)
+    row_lower[rows["deadline"]] = np.where(need > 0, need, -INF)
 
 
 def _capacity_rows(structure: ModelStructure, inputs: PlanInputs, row_upper: np.ndarray) -> None:

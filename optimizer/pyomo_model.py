@@ -11,6 +11,7 @@ the objectives agree, catches a mistake in either. Pure.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -38,22 +39,42 @@ class PyomoResult:
 
 
 def job_value(inputs: PlanInputs, config: PlannerConfig, j: int, b: int) -> float:
-    """Value of one GPU-hour of job j in block b: its weight, more the earlier, more before its
-    deadline."""
+    """Value of one GPU-hour of job j in block b: its weight, more the earlier."""
     first, steps = float(inputs.blocks.first_step[b]), float(inputs.blocks.n_steps[b])
     mid = first + steps / 2.0
-    value = float(inputs.job_weight[j]) * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
-    deadline = float(inputs.job_deadline_step[j])
-    if deadline <= inputs.horizon_steps:
-        before = min(max((deadline - first) / steps, 0.0), 1.0)
-        value *= 1.0 + config.deadline_bonus * before
-    return value
+    return float(inputs.job_weight[j]) * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
 
 
 def shortfall_cost(inputs: PlanInputs, config: PlannerConfig) -> float:
-    """Cost of an uncovered GPU-hour: above any job's GPU-hour, so the SLO comes first."""
-    top = inputs.max_weight * (1.0 + config.earliness) * (1.0 + config.deadline_bonus)
-    return config.shortfall_penalty * top
+    """Cost of an uncovered GPU-hour: above any job's GPU-hour, so the SLO comes first (in units of
+    1.25 x the most a job's GPU-hour is worth, the unit the setting had before deadlines were rows)."""
+    return config.shortfall_penalty * (inputs.max_weight * (1.0 + config.earliness) * 1.25)
+
+
+def late_cost(inputs: PlanInputs, config: PlannerConfig) -> float:
+    """Cost of a GPU-hour of work left past a deadline: above any job's GPU-hour, below the SLO's."""
+    return config.deadline_penalty * inputs.max_weight * (1.0 + config.earliness)
+
+
+def deadline_plan(inputs: PlanInputs, config: PlannerConfig, j: int) -> tuple[float, int]:
+    """(GPU-hours job j's deadline asks for, the step it is planned to finish by). It asks for its
+    remaining work if its gang running from now on can still do it before the deadline (inside the
+    horizon), to be done ``deadline_margin_s`` early where that is still possible; else nothing."""
+    remaining_s, gang = float(inputs.job_remaining_s[j]), max(float(inputs.job_gang[j]), 1.0)
+    deadline = int(inputs.job_deadline_step[j])
+    steps_needed = math.ceil(remaining_s / (gang * inputs.step_s) - 1e-9)
+    reachable = deadline <= inputs.horizon_steps and steps_needed <= deadline
+    if not (reachable and remaining_s > 0 and inputs.job_allowed[j].any()):
+        return 0.0, deadline
+    margin = math.ceil(config.deadline_margin_s / inputs.step_s - 1e-9)
+    return remaining_s / 3600.0, max(deadline - margin, steps_needed)
+
+
+def hours_before(inputs: PlanInputs, step: int, b: int) -> float:
+    """Hours of block b before ``step`` (the share of its steps before it)."""
+    first, steps = float(inputs.blocks.first_step[b]), float(inputs.blocks.n_steps[b])
+    share = min(max((float(step) - first) / steps, 0.0), 1.0)
+    return share * float(inputs.blocks.dur_s[b]) / 3600.0
 
 
 def pool_sets(inputs: PlanInputs) -> list[tuple[bool, ...]]:
@@ -150,6 +171,23 @@ def _job_constraints(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerCo
 
     m.keep_running = pyo.Constraint(m.J, m.LATER, rule=keep_running_rule)
     m.preempt_bound = pyo.Constraint(expr=sum(m.pre[j] for j in m.J) <= config.max_preemptions_per_step)
+    _deadline_constraints(m, inputs, config)
+
+
+def _deadline_constraints(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) -> None:
+    """A deadline in reach: the GPU-hours before its planned finish, plus what is left late, cover
+    the remaining work."""
+    plan = {j: deadline_plan(inputs, config, j) for j in range(inputs.n_jobs)}
+    m.DL = pyo.Set(initialize=[j for j in range(inputs.n_jobs) if plan[j][0] > 0])
+    m.late = pyo.Var(m.DL, bounds=lambda _m, j: (0.0, plan[j][0]))
+
+    def deadline_rule(_m: pyo.ConcreteModel, j: int) -> object:
+        need, by = plan[j]
+        done = sum(hours_before(inputs, by, 0) * _m.y0[j, p] for p in _m.pools_of_job[j])
+        done += sum(hours_before(inputs, by, b) * _m.yb[j, b] for b in _m.LATER)
+        return done + _m.late[j] >= need
+
+    m.deadline = pyo.Constraint(m.DL, rule=deadline_rule)
 
 
 def _capacity_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
@@ -267,7 +305,8 @@ def _replica_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
 
 
 def _objective(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) -> None:
-    """Value of the work done, less shortfall, preemption, service GPUs, interference and churn."""
+    """Value of the work done, less shortfall, preemption, service GPUs, interference, churn and
+    work left past deadlines."""
     dur_h, gang, gpr, w_max = inputs.blocks.dur_s / 3600.0, inputs.job_gang, inputs.svc_gpr, inputs.max_weight
     short_cost = shortfall_cost(inputs, config)
     interference = config.interference_cost * w_max
@@ -306,6 +345,7 @@ def _objective(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) 
         + config.churn_penalty_gpu
         * w_max
         * (sum(m.up0[s, p] for (s, p) in m.SP) + sum(m.up[s, b] for s in m.S for b in m.LATER))
+        + late_cost(inputs, config) * sum(m.late[j] for j in m.DL)
     )
     m.objective = pyo.Objective(expr=m.value - m.losses, sense=pyo.maximize)
 

@@ -17,7 +17,12 @@ A running job the plan wants out (share below the run threshold) is stopped only
   of the horizon than at its end), it gains: their mean weight (by GPUs) less the stopped job's
   x the GPUs of the stopped job they take x W x earliness x W / horizon. Cost: the stopped job's
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
-  starters' weight x their start-up on those GPUs. Pure.
+  starters' weight x their start-up on those GPUs.
+
+A start with a deadline in reach (optimizer/formulation.py's ``deadline_in_reach``) that waiting for
+its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
+its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
+start also counts as heavier than any job without that at stake, as the plan ranks it. Pure.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optimizer.formulation import deadline_in_reach, steps_of_work
 from optimizer.inputs import PlanInputs
 
 EPS = 1e-6
@@ -39,6 +45,8 @@ class StopRules:
     min_run_s: float = 0.0
     penalty_gpu_s: float = 0.0
     earliness: float = 0.75
+    deadline_penalty: float = 0.0
+    """Price of a GPU-hour left past a deadline, per unit of the largest weight x (1 + earliness)."""
 
 
 def stops_that_do_not_pay(
@@ -58,7 +66,8 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
         return False
     p = int(inputs.job_running_pool[j])
     weight, gang = inputs.job_weight, inputs.job_gang
-    starters = _heavier_starters(inputs, share0, p, float(weight[j]))
+    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules)
+    starters = np.union1d(_heavier_starters(inputs, share0, p, float(weight[j])), at_stake)
     if starters.size == 0:
         return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
     # the heavier starts queue for the GPUs that free: the stop gains their mean weight over the
@@ -71,7 +80,7 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
     # work done sooner is worth more by earliness x how much sooner over the horizon (the plan's own
     # value of time): the heavier work moves ``wait_s`` earlier, the stopped job's as much later
     sooner = rules.earliness * wait_s / float(inputs.blocks.dur_s.sum())
-    gain = (starter_weight - float(weight[j])) * gpus * wait_s * sooner
+    gain = max(starter_weight - float(weight[j]), 0.0) * gpus * wait_s * sooner + deadline_gain
     cost = float(weight[j]) * (float(inputs.job_lost_gpu_s[j]) + rules.penalty_gpu_s * float(gang[j]))
     cost += starter_weight * starter_startup_s * gpus
     return gain > cost
@@ -84,6 +93,33 @@ def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: flo
         return np.zeros(0, dtype=np.int64)
     waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
     return np.flatnonzero(waiting & (share0[:, p] > EPS) & (inputs.job_weight > above + EPS))
+
+
+def _deadlines_at_stake(
+    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, p: int, stopped: int, rules: StopRules
+) -> tuple[np.ndarray, float]:
+    """Waiting jobs the plan starts in pool p now whose deadline (in reach) waiting for GPUs to free
+    by themselves would miss, where the stopped job has none at stake itself; and the plan's price
+    (weight x GPU-seconds) of the work each such wait pushes past its deadline. Each start waits for
+    its own gang's GPUs (``natural_wait_s``), beyond its slack (deadline less its work)."""
+    none = np.zeros(0, dtype=np.int64)
+    in_reach = deadline_in_reach(inputs)
+    if rules.deadline_penalty <= 0 or share0.size == 0 or in_reach[stopped]:
+        return none, 0.0
+    waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
+    candidates = np.flatnonzero(waiting & (share0[:, p] > EPS) & in_reach)
+    slack_s = (inputs.job_deadline_step - steps_of_work(inputs)) * inputs.step_s
+    late_gpu_s = {
+        s: min(
+            float(inputs.job_remaining_s[s]),
+            float(inputs.job_gang[s])
+            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopped) - float(slack_s[s])),
+        )
+        for s in candidates.tolist()
+    }
+    at_stake = np.asarray([s for s, late in late_gpu_s.items() if late > 0], dtype=np.int64)
+    price = rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
+    return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
 
 
 def natural_wait_s(inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopped: int) -> float:

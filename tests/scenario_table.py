@@ -79,6 +79,7 @@ class Job:
     restart_cost_s: float = 0.0
     since_checkpoint_gpu_s: float = 0.0
     checkpoint_interval_s: float | None = None  # None: never checkpoints
+    deadline_min: float | None = None  # minutes from NOW; None: no deadline
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ def build_job(j: Job) -> JobState:
         team=j.team,
         restart_cost_s=j.restart_cost_s,
         checkpoint_interval_s=j.checkpoint_interval_s,
+        deadline=None if j.deadline_min is None else NOW + timedelta(minutes=j.deadline_min),
     )
     running = j.running_in is not None
     return JobState(

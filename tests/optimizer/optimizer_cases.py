@@ -50,6 +50,7 @@ def job(
     since_checkpoint_gpu_s: float = 0.0,
     started_min_ago: float = 120.0,
     checkpoint_interval_s: float | None = None,
+    deadline_hours: float | None = None,
 ) -> JobState:
     spec = JobSpec(
         job_id=job_id,
@@ -61,6 +62,7 @@ def job(
         team=team,
         restart_cost_s=restart_cost_s,
         checkpoint_interval_s=checkpoint_interval_s,
+        deadline=None if deadline_hours is None else NOW + timedelta(hours=deadline_hours),
     )
     return JobState(
         spec=spec,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -13,9 +14,9 @@ import pytest
 from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import build_structure
+from optimizer.formulation import build_structure, margin_steps, update_slots
 from optimizer.inputs import build_inputs
-from optimizer.parameters import fill_parameters
+from optimizer.parameters import deadline_requirement, fill_parameters
 from optimizer.pyomo_model import solve_with_pyomo
 from optimizer.solve_highs import HighsSession
 from schemas import ClusterState, JobStatus, PoolWindow
@@ -23,6 +24,7 @@ from schemas import ClusterState, JobStatus, PoolWindow
 CONFIG = PlannerConfig(
     horizon_steps=24, fine_steps=3, mid_block_steps=3, mid_until_step=12, coarse_block_steps=6
 )
+MARGIN = margin_steps(CONFIG.deadline_margin_s, CONFIG.step_s)
 
 
 def random_instance(seed: int) -> tuple[ClusterState, dict]:
@@ -68,6 +70,8 @@ def random_instance(seed: int) -> tuple[ClusterState, dict]:
                 team=rng.choice(["x", "y"]),
                 restart_cost_s=rng.choice([0.0, 120.0]),
                 since_checkpoint_gpu_s=rng.choice([0.0, 1800.0]),
+                # deadlines in reach, out of reach, in the first steps and inside longer blocks
+                deadline_hours=rng.choice([None, None, rng.uniform(0.5, 5.0), rng.uniform(4.0, 7.0)]),
             )
         )
     return state(pools, jobs, services, quotas_gpus={"x": 24}), forecasts
@@ -77,11 +81,27 @@ def random_instance(seed: int) -> tuple[ClusterState, dict]:
 def test_highspy_matrix_and_pyomo_model_reach_the_same_objective(seed: int) -> None:
     cluster, forecasts = random_instance(seed)
     inputs = build_inputs(cluster, forecasts, NOW, CONFIG)
-    structure = build_structure(inputs)
+    structure = build_structure(inputs, deadline_margin=MARGIN)
     outcome = HighsSession().solve(structure, fill_parameters(structure, inputs, CONFIG), 30.0)
     pyomo = solve_with_pyomo(inputs, CONFIG, time_limit_s=30.0)
     assert outcome.ok and pyomo.relaxed is not None
     # HiGHS minimises cost; the Pyomo model maximises value minus losses: the same number, negated.
+    assert math.isclose(-outcome.objective, pyomo.objective, rel_tol=1e-6, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_both_models_hold_the_same_deadline_rows(seed: int) -> None:
+    """The instances carry deadlines: some in reach (a row each), some not; with the rows priced
+    so high that each would decide the plan, both models still agree, with deadline work late."""
+    cluster, forecasts = random_instance(seed)
+    config = replace(CONFIG, deadline_penalty=50.0)
+    inputs = build_inputs(cluster, forecasts, NOW, config)
+    need = deadline_requirement(inputs)
+    assert (need > 0).any() and ((need == 0) & (inputs.job_deadline_step <= CONFIG.horizon_steps)).any()
+    structure = build_structure(inputs, deadline_margin=MARGIN)
+    outcome = HighsSession().solve(structure, fill_parameters(structure, inputs, config), 30.0)
+    pyomo = solve_with_pyomo(inputs, config, time_limit_s=30.0)
+    assert outcome.ok and outcome.x is not None and pyomo.relaxed is not None
     assert math.isclose(-outcome.objective, pyomo.objective, rel_tol=1e-6, abs_tol=1e-6)
 
 
@@ -100,7 +120,10 @@ def test_warm_started_update_matches_a_fresh_solve() -> None:
     inputs2 = build_inputs(cluster2, shifted, later, CONFIG)
     structure2 = build_structure(inputs2)
     assert structure2.key == structure.key
-    warm = session.solve(structure2, fill_parameters(structure2, inputs2, CONFIG), 30.0)
+    # the deadlines came a step nearer: their coefficients change in place, as the planner does it
+    changes = update_slots(structure, inputs2)
+    assert changes.at.size and np.array_equal(structure.matrix.data, structure2.matrix.data)
+    warm = session.solve(structure, fill_parameters(structure, inputs2, CONFIG), 30.0, changes)
     fresh = HighsSession().solve(structure2, fill_parameters(structure2, inputs2, CONFIG), 30.0)
     assert first.ok and warm.ok and fresh.ok
     assert warm.warm and not fresh.warm
