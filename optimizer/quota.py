@@ -68,6 +68,20 @@ class Borrower(NamedTuple):
     ends_s: float  # when it ends by its estimate, seconds from now
 
 
+class Reclaim(NamedTuple):
+    """A start of ``gpus`` for ``team`` within its own quota, in ``pool``, short of ``cap_short``
+    GPUs there and of ``short`` GPUs in all (quota or pool); its weight and start-up, for whether
+    the reclaim pays."""
+
+    team: int
+    gpus: float
+    pool: int
+    cap_short: float
+    short: float
+    weight: float
+    startup_s: float
+
+
 def cheapest_reclaim(
     used: Sequence[float],
     nominal: Sequence[float],
@@ -101,20 +115,6 @@ def cheapest_reclaim(
             quota_short += b.gpus
             cap_short = back_cap
     return chosen
-
-
-class Reclaim(NamedTuple):
-    """A start of ``gpus`` for ``team`` within its own quota, in ``pool``, short of ``cap_short``
-    GPUs there and of ``short`` GPUs in all (quota or pool); its weight and start-up, for whether
-    the reclaim pays."""
-
-    team: int
-    gpus: float
-    pool: int
-    cap_short: float
-    short: float
-    weight: float
-    startup_s: float
 
 
 def reclaim_pays(
