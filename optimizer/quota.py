@@ -4,11 +4,13 @@ horizon model's rows, step 0, the rounding of later blocks and the reasons.
 A team's idle quota is its nominal quota less the GPUs its queued and running jobs want. Any team
 that wants more than its own quota may borrow idle quota, and what all teams borrow together
 (each team's GPUs beyond its nominal quota) is at most the idle quota of all: what is lent is lent
-once, and the GPUs an owner's own work wants are never lent, so when an owner's work comes back
-its quota is back at the next step (borrowers' preemptible jobs are stopped for it), whatever the
-weights. In the model: a ``borrow[t, b]`` column per team with a quota, the team's row
-``used - borrow <= nominal`` and one ``lending`` row per block ``sum(borrow) <= idle``. Teams
-without a quota (inf) neither lend nor borrow.
+once, and the GPUs an owner's own work wants are never lent anew. Running borrowers stay while all
+teams together hold no more than their quotas (``fits_cohort``, as Kueue keeps admitted work); an
+owner's start within its own quota takes lent quota back in step 0 by stopping the borrowers that
+lose least, no more than it needs (``cheapest_reclaim``), when that pays against waiting for them
+to end (``reclaim_pays``), whatever the weights. In the model: a ``borrow[t, b]`` column per team
+with a quota, the team's row ``used - borrow <= nominal`` and one ``lending`` row per block
+``sum(borrow) <= idle``. Teams without a quota (inf) neither lend nor borrow.
 """
 
 from __future__ import annotations
