@@ -50,6 +50,9 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NO_WORK_LEFT: "held: no work left by its own estimate",
     C.TEAM_QUOTA: "held: team {team} is at its quota of {quota} GPUs ({used} in use, its gang needs "
     "{gpus}){lent}; {when}",
+    C.QUOTA_LENT: "held: team {team} is within its quota of {quota} GPUs ({used} in use, its gang needs "
+    "{gpus}), but other teams borrow {lent} GPUs of the quotas; taking them back would stop running "
+    "work that loses more than waiting for it to end or checkpoint; {when}",
     C.FRAGMENTATION: "held: fragmentation: {free} GPUs free in pool {pool} but its nodes do not take "
     "a gang of {gpus} (most free on one node: {largest} of {per_node}){held}; {when}",
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
@@ -255,6 +258,9 @@ class ReasonContext:
         if gang is not None:
             nodes = ", ".join(f"#{n}" for n in sorted(inp.job_nodes.get(inp.job_ids[j], {})))
             return explain(C.CLEARED_FOR_JOB, nodes=nodes, **self._other_job(gang), **numbers)
+        owner = plan.outcome.reclaimed_for.get(j)
+        if owner is not None:
+            return explain(C.QUOTA_RECLAIMED, others="", **self._quota_numbers(j, owner), **numbers)
         starts = np.flatnonzero((plan.job_pool[:, 0] == p) & (inp.job_running_pool != p))
         if starts.size:
             top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])
@@ -311,6 +317,16 @@ class ReasonContext:
                 lent=f", and {lent:.0f} of the {inp.quota_idle:.0f} GPUs idle quotas lend are borrowed"
                 if inp.quota_idle
                 else "",
+                **numbers,
+            )
+        if blocked.cause == C.QUOTA_LENT:
+            used, quota = self.team_used0.tolist(), inp.team_quota.tolist()
+            return explain(
+                C.QUOTA_LENT,
+                team=inp.team_names[team],
+                quota=f"{inp.team_quota[team]:.0f}",
+                used=f"{self.team_used0[team]:.0f}",
+                lent=f"{borrowed(used, quota):.0f}",
                 **numbers,
             )
         p = blocked.pool

@@ -36,7 +36,15 @@ import numpy as np
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds, place_gang
-from optimizer.quota import fits_quota
+from optimizer.quota import (
+    Borrower,
+    Reclaim,
+    cheapest_reclaim,
+    cohort_excess,
+    fits_cohort,
+    fits_quota,
+    reclaim_pays,
+)
 from optimizer.step0_outcome import Blocked, Step0Outcome
 from optimizer.stop_pays import StopRules, stops_that_do_not_pay
 from schemas import DecisionCause
@@ -73,21 +81,31 @@ def round_step0(
     never let a node drain; what the placement saw, for the reasons)."""
     rules = rules or StopRules(penalty_gpu_s=preemption_penalty_gpu_s)
     plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
+    early = rules.earliness
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
     if not stopped.any():
         budget = max_preemptions
-        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s)
+        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, earliness=early)
         return placed.result()
     # place once backfilling only work above the stopped jobs' weight, to see which stops free
     # GPUs for something; withdraw the others, then place again with full backfill
     above = float(inputs.job_weight[stopped].min())
     budget = max(max_preemptions - int(stopped.sum()), 0)
-    first = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, backfill_above=above)
+    first = _place(
+        inputs,
+        plan,
+        free0,
+        svc_gpus0,
+        budget,
+        preemption_penalty_gpu_s,
+        backfill_above=above,
+        earliness=early,
+    )
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
     plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
-    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s).result()
+    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, earliness=early).result()
 
 
 def _kept_by_plan(
@@ -139,7 +157,7 @@ def _withdraw_idle_preemptions(
         p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
         if (
             cap[p] + EPS >= g
-            and fits_quota(used, quota, inputs.quota_idle, t, g)
+            and fits_cohort(used, quota, t, g)
             and all(
                 placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
                 for node in placed.released.get(j, [])
@@ -160,12 +178,13 @@ def _place(
     penalty_gpu_s: float,
     *,
     backfill_above: float = -math.inf,
+    earliness: float = 0.75,
 ) -> _Step0:
     """Step 0 placement: the kept running jobs, then the plan's starts (clearing or holding nodes
     for a gang that fits none), then backfill of jobs weighing more than ``backfill_above``. Up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
     costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
-    step0 = _Step0.empty(inputs, free0, clear_budget, penalty_gpu_s)
+    step0 = _Step0.empty(inputs, free0, clear_budget, penalty_gpu_s, earliness)
     step0.place_kept(plan)
     step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
     step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
@@ -191,6 +210,8 @@ class _Step0:
     penalty_gpu_s: float
     dip_step: list[int]  # per pool: the first step its capacity dips (steps in the horizon: never)
     quota: list[float]  # per team: its nominal quota (inf: none)
+    earliness: float = 0.75  # the plan's value of work done sooner (StopRules), for reclaims
+    reclaimable: np.ndarray | None = None  # [J] running jobs a reclaim may stop (not pinned, not fresh)
     released: dict[int, list[int]] = field(default_factory=dict)  # stopped job -> nodes its GPUs were on
     top_weight: dict[tuple[int, int], float] = field(
         default_factory=dict
@@ -199,7 +220,9 @@ class _Step0:
     outcome: Step0Outcome = field(default_factory=Step0Outcome)  # what the reasons quote
 
     @classmethod
-    def empty(cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float) -> _Step0:
+    def empty(
+        cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float, earliness: float
+    ) -> _Step0:
         # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
         # the last choice for starting it: the window would stop it and its work since checkpoint.
         # (argmax is 0 only for a pool that never dips: step 0 cannot dip below itself)
@@ -215,6 +238,7 @@ class _Step0:
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
             penalty_gpu_s=penalty_gpu_s,
+            earliness=earliness,
             dip_step=[step or dips.shape[1] for step in dips.argmax(axis=1).tolist()],
         )
 
@@ -245,12 +269,15 @@ class _Step0:
         busy and until when (by their estimates), where the state says."""
         inputs = self.inputs
         kept = plan.keep.nonzero()[0]
+        self.reclaimable = ~plan.pinned & ~plan.fresh
         # lexsort is stable: jobs equal on both keys stay in index order
         kept = kept[np.lexsort((-plan.run_share[kept], ~plan.pinned[kept]))]
         wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
         for j in kept.tolist():
             p = int(inputs.job_running_pool[j])
-            if plan.pinned[j] or (self.cap[p] + EPS >= self._gang(j) and self._within_quota(j)):
+            team = int(inputs.job_team[j])
+            fits = fits_cohort(self.used, self.quota, team, self._gang(j))
+            if plan.pinned[j] or (self.cap[p] + EPS >= self._gang(j) and fits):
                 self._count(j, p)
                 if self.node_detail:
                     self.nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), float(wall_s[j]))
@@ -285,6 +312,8 @@ class _Step0:
             return False
         inputs, g = self.inputs, self._gang(j)
         start_s = float(inputs.job_remaining_s[j]) / max(g, 1.0) + float(inputs.job_restart_s[j])
+        if not self._reclaim_for(j, pools, rank, start_s):
+            return False
         for p in self._by_dips(j, pools):
             if not self._takes(j, p, rank, start_s):
                 continue
@@ -295,6 +324,62 @@ class _Step0:
             return True
         self.outcome.blocked[j] = self._blocked_in(j, pools, rank)
         return False
+
+    def _reclaim_for(self, j: int, pools: list[int], rank: float, start_s: float) -> bool:
+        """A start within its team's own quota that quota lent to other teams blocks takes it back:
+        the cheapest borrowers that make it fit are stopped, if that pays (optimizer/quota.py), in
+        the first pool that takes it now, else in the first pool where it lacks only GPUs (one that
+        has the GPUs on no node set is left to clearing and holds); False: it waits (a step, or until
+        the borrowers end or checkpoint)."""
+        inputs, team, g = self.inputs, int(self.inputs.job_team[j]), self._gang(j)
+        own = math.isfinite(self.quota[team]) and self.used[team] + g <= self.quota[team] + EPS
+        if not own or not pools or cohort_excess(self.used, self.quota) + g <= EPS:
+            return True  # no quota of its own to take back, or the cohort has room for it
+        p = next((q for q in pools if self._takes(j, q, rank, start_s)), pools[0])
+        cap_short = max(g - self.cap[p], 0.0)
+        if cap_short <= EPS and not self._takes(j, p, rank, start_s):
+            return True  # its nodes do not take it: reclaiming GPUs would not start it
+        weight, startup_s = float(inputs.job_weight[j]), float(inputs.job_restart_s[j])
+        short = max(cohort_excess(self.used, self.quota) + g, cap_short)
+        need = Reclaim(team, g, p, cap_short, short, weight, startup_s)
+        borrowers = self._borrowers()
+        chosen = cheapest_reclaim(self.used, self.quota, need, borrowers)
+        horizon_s = float(inputs.blocks.dur_s.sum())
+        if (
+            chosen is None
+            or len(chosen) > self.clear_budget
+            or not reclaim_pays(need, chosen, borrowers, horizon_s, self.earliness)
+        ):
+            self.outcome.blocked[j] = Blocked(DecisionCause.QUOTA_LENT, p)
+            return False
+        for b in chosen:
+            self._count(b.job, b.pool, sign=-1.0)
+            self.outcome.reclaimed_for[b.job] = j
+        self.clear_budget -= len(chosen)
+        return True
+
+    def _borrowers(self) -> list[Borrower]:
+        """Running jobs of teams over their quota that a reclaim may stop, with what each costs."""
+        inputs = self.inputs
+        over = [u > q + EPS for u, q in zip(self.used, self.quota, strict=True)]
+        running = (inputs.job_running_pool >= 0) & (self.pool0 >= 0) & inputs.job_preemptible
+        if self.reclaimable is not None:
+            running &= self.reclaimable
+        gang = inputs.job_gang
+        cost = inputs.job_weight * (inputs.job_lost_gpu_s + self.penalty_gpu_s * gang)
+        ends_s = inputs.job_remaining_s / np.maximum(gang, 1.0)
+        return [
+            Borrower(
+                v,
+                int(inputs.job_team[v]),
+                int(self.pool0[v]),
+                float(gang[v]),
+                float(cost[v]),
+                float(ends_s[v]),
+            )
+            for v in np.flatnonzero(running).tolist()
+            if over[int(inputs.job_team[v])]
+        ]
 
     def _takes(self, j: int, p: int, rank: float, start_s: float) -> bool:
         """Pool p takes job j now: GPUs left, and its nodes (those open to ``rank``) where known."""

@@ -24,6 +24,7 @@ class Blocked(NamedTuple):
 class Step0Outcome:
     blocked: dict[int, Blocked] = field(default_factory=dict)  # waiting job -> why it did not start
     cleared_for: dict[int, int] = field(default_factory=dict)  # stopped job -> gang it made room for
+    reclaimed_for: dict[int, int] = field(default_factory=dict)  # stopped borrower -> owner's job started
     backfilled: set[int] = field(default_factory=set)  # started by backfill, not by the plan
     kept_by_bound: set[int] = field(default_factory=set)  # kept running only by the preemption bound
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node

@@ -30,6 +30,7 @@ class DecisionCause(StrEnum):
     NO_ALLOWED_POOL = "no-allowed-pool"
     NO_WORK_LEFT = "no-work-left"
     TEAM_QUOTA = "team-quota"
+    QUOTA_LENT = "quota-lent"  # within its team's quota, lent to borrowers whose stop does not pay yet
     FRAGMENTATION = "fragmentation"  # enough GPUs free in the pool, on no node set that takes the gang
     NODES_HELD_FOR_GANG = "nodes-held-for-gang"  # the nodes that would take it drain for a gang
     RESERVED_FOR_SERVICE = "reserved-for-service"  # inference holds the GPUs it would need

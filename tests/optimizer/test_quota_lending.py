@@ -70,9 +70,14 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
     assert all(j.cause == "quota-reclaimed" for j in held), [j.reason for j in held]
     assert all(
         j.reason.startswith("preempted: quota reclaimed: team nlp runs beyond its quota of 8 GPUs")
-        and "of team robotics and 1 more takes its GPUs in pool a back" in j.reason
+        and "of team robotics takes its GPUs in pool a back" in j.reason
         for j in held
     ), [j.reason for j in held]
+    # each stop names the robotics job it makes room for: one each
+    assert sorted(next(r for r in ("rob0", "rob1") if f"job {r} " in j.reason) for j in held) == [
+        "rob0",
+        "rob1",
+    ]
     more = _decide(
         state([pool("a", 32)], running + queued + [job("nlp9", 4, team="nlp")], quotas_gpus=QUOTAS)
     )
@@ -80,3 +85,46 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
         "team nlp is at its quota of 8 GPUs (24 in use, its gang needs 4), and 16 of the 16 GPUs idle"
         in more["nlp9"].reason
     )
+
+
+def _borrowing_nlp(lost_h: dict[str, float]) -> list:
+    """nlp (quota 8) runs 24 GPUs in pool a, 16 of them on robotics' idle quota (16): two 8-GPU
+    gangs and two 4-GPU gangs, each with ``lost_h`` GPU-hours of work since its checkpoint."""
+    gangs = {"n8a": 8, "n8b": 8, "n4a": 4, "n4b": 4}
+    return [
+        job(j, g, hours=8.0, team="nlp", running_in="a", since_checkpoint_gpu_s=lost_h[j] * 3600.0)
+        for j, g in gangs.items()
+    ]
+
+
+def test_a_reclaim_stops_the_borrower_that_loses_least_and_no_more_than_the_owner_needs() -> None:
+    """robotics' 2-GPU job takes 2 of its lent GPUs back: one borrower is stopped, the 4-GPU gang
+    that has just checkpointed, not a gang of 8 with hours since its checkpoint, nor two jobs."""
+    lost_h = {"n8a": 6.0, "n8b": 6.0, "n4a": 0.1, "n4b": 2.0}
+    jobs = [*_borrowing_nlp(lost_h), job("rob0", 2, hours=8.0, team="robotics")]
+    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=QUOTAS))
+    assert decided["rob0"].action == JobAction.RUN, decided["rob0"].reason
+    stopped = sorted(j.job_id for j in decided.values() if j.action == JobAction.PREEMPT)
+    assert stopped == ["n4a"], [(j.job_id, j.reason) for j in decided.values()]
+    assert decided["n4a"].cause == "quota-reclaimed"
+    assert (
+        "job rob0 (2 GPUs, weight 1) of team robotics takes its GPUs in pool a back" in decided["n4a"].reason
+    )
+    assert _gpus(decided, "n") == 20, "nlp keeps 8 of its own and 12 of the 14 GPUs robotics still lends"
+
+
+def test_a_one_gpu_owner_waits_rather_than_stop_a_gang_that_would_lose_hours() -> None:
+    """Every borrower would lose hours of work, and one ends within the step: robotics' 1-GPU job
+    waits for it (the GPUs it lacks free by themselves) and the reason says why."""
+    lost_h = {"n8a": 6.0, "n8b": 6.0, "n4a": 2.0, "n4b": 2.0}
+    jobs = _borrowing_nlp(lost_h)
+    jobs[3] = job("n4b", 4, hours=0.1, team="nlp", running_in="a", since_checkpoint_gpu_s=2.0 * 3600.0)
+    jobs.append(job("rob0", 1, hours=8.0, team="robotics"))
+    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=QUOTAS))
+    assert not [j.job_id for j in decided.values() if j.action == JobAction.PREEMPT]
+    assert decided["rob0"].action != JobAction.RUN
+    assert decided["rob0"].cause == "quota-lent", decided["rob0"].reason
+    assert decided["rob0"].reason.startswith(
+        "held: team robotics is within its quota of 16 GPUs (0 in use, its gang needs 1), "
+        "but other teams borrow 16 GPUs of the quotas"
+    ), decided["rob0"].reason
