@@ -71,27 +71,101 @@ class Topic:
         return conf
 
 
-GPU_SAMPLES = Topic("ebbtide.gpu-samples", GpuSample, "node/gpu_uuid", 6, "delete", 1 * DAY_MS,
-                    "GPU telemetry from NVML or the simulator")
-DEMAND_SAMPLES = Topic("ebbtide.demand-samples", DemandSample, "service", 3, "delete", 14 * DAY_MS,
-                       "inference demand per service")
-JOB_EVENTS = Topic("ebbtide.job-events", JobEvent, "job_id", 3, "compact", None,
-                   "batch job lifecycle; compacted so the latest event per job survives")
-CLUSTER_STATE = Topic("ebbtide.cluster-state", ClusterState, "cluster", 3, "compact", None,
-                      "folded per-cluster state; compacted", max_message_bytes=LARGE_RECORDS)
-FORECASTS = Topic("ebbtide.forecasts", DemandForecast, "service", 3, "delete", 7 * DAY_MS,
-                  "24 h demand forecasts with quantiles")
-PLANS = Topic("ebbtide.plans", HorizonPlan, "cluster", 3, "delete", 7 * DAY_MS,
-              "the plan over the whole horizon, in blocks of steps", max_message_bytes=LARGE_RECORDS)
-ALLOCATIONS = Topic("ebbtide.allocations", Allocation, "cluster", 3, "delete", 7 * DAY_MS,
-                    "step 0 of each plan: what the actuators apply", max_message_bytes=LARGE_RECORDS)
-ACTUATIONS = Topic("ebbtide.actuations", ActuationResult, "cluster/backend", 3, "delete", 7 * DAY_MS,
-                   "what the actuators did")
-INVENTORY = Topic("ebbtide.inventory", PoolInventory, "cluster", 3, "compact", None,
-                  "pools, nodes and services as a cluster source sees them; compacted",
-                  max_message_bytes=LARGE_RECORDS)
-DEAD_LETTERS = Topic("ebbtide.dead-letters", DeadLetter, "source topic", 1, "delete", 14 * DAY_MS,
-                     "records no consumer could read, with the reason", max_message_bytes=LARGE_RECORDS)
+GPU_SAMPLES = Topic(
+    "ebbtide.gpu-samples",
+    GpuSample,
+    "node/gpu_uuid",
+    6,
+    "delete",
+    1 * DAY_MS,
+    "GPU telemetry from NVML or the simulator",
+)
+DEMAND_SAMPLES = Topic(
+    "ebbtide.demand-samples",
+    DemandSample,
+    "service",
+    3,
+    "delete",
+    14 * DAY_MS,
+    "inference demand per service",
+)
+JOB_EVENTS = Topic(
+    "ebbtide.job-events",
+    JobEvent,
+    "job_id",
+    3,
+    "compact",
+    None,
+    "batch job lifecycle; compacted so the latest event per job survives",
+)
+CLUSTER_STATE = Topic(
+    "ebbtide.cluster-state",
+    ClusterState,
+    "cluster",
+    3,
+    "compact",
+    None,
+    "folded per-cluster state; compacted",
+    max_message_bytes=LARGE_RECORDS,
+)
+FORECASTS = Topic(
+    "ebbtide.forecasts",
+    DemandForecast,
+    "service",
+    3,
+    "delete",
+    7 * DAY_MS,
+    "24 h demand forecasts with quantiles",
+)
+PLANS = Topic(
+    "ebbtide.plans",
+    HorizonPlan,
+    "cluster",
+    3,
+    "delete",
+    7 * DAY_MS,
+    "the plan over the whole horizon, in blocks of steps",
+    max_message_bytes=LARGE_RECORDS,
+)
+ALLOCATIONS = Topic(
+    "ebbtide.allocations",
+    Allocation,
+    "cluster",
+    3,
+    "delete",
+    7 * DAY_MS,
+    "step 0 of each plan: what the actuators apply",
+    max_message_bytes=LARGE_RECORDS,
+)
+ACTUATIONS = Topic(
+    "ebbtide.actuations",
+    ActuationResult,
+    "cluster/backend",
+    3,
+    "delete",
+    7 * DAY_MS,
+    "what the actuators did",
+)
+INVENTORY = Topic(
+    "ebbtide.inventory",
+    PoolInventory,
+    "cluster",
+    3,
+    "compact",
+    None,
+    "pools, nodes and services as a cluster source sees them; compacted",
+    max_message_bytes=LARGE_RECORDS,
+)
+DEAD_LETTERS = Topic(
+    "ebbtide.dead-letters",
+    DeadLetter,
+    "source topic",
+    1,
+    "delete",
+    14 * DAY_MS,
+    "records no consumer could read, with the reason",
+    max_message_bytes=LARGE_RECORDS,
+)
 
 CATALOGUE: tuple[Topic, ...] = (
     GPU_SAMPLES,

@@ -441,10 +441,7 @@ def _last_heard(record: _JobRecord) -> datetime:
 
 def _never_started(job: JobState | None) -> bool:
     return (
-        job is not None
-        and job.status == JobStatus.QUEUED
-        and job.started_at is None
-        and job.preemptions == 0
+        job is not None and job.status == JobStatus.QUEUED and job.started_at is None and job.preemptions == 0
     )
 
 

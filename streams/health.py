@@ -55,9 +55,7 @@ class Heartbeat:
         if age_s <= self.stale_after_s:
             return True, f"ok: {self.name} loop stepped {age_s:.1f} s ago"
         since = "last loop step" if self.beats else "no loop step since start,"
-        return False, (
-            f"stale: {self.name} {since} {age_s:.0f} s ago (stale after {self.stale_after_s:g} s)"
-        )
+        return False, (f"stale: {self.name} {since} {age_s:.0f} s ago (stale after {self.stale_after_s:g} s)")
 
 
 def with_health(app: WsgiApp, heartbeat: Heartbeat, path: str = HEALTH_PATH) -> WsgiApp:

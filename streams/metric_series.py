@@ -88,5 +88,3 @@ def forecast_step_index(forecast: DemandForecast, at: datetime) -> int | None:
         return None
     index = math.floor(offset_s / forecast.step_s)
     return index if index < forecast.horizon_steps else None
-
-

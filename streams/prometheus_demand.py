@@ -67,9 +67,7 @@ def build_queries(
         for field in FIELDS:
             query = own.get(field) or templates.get(field)
             if not query or not query.strip():
-                raise ValueError(
-                    f"services.{name}.{field}: no query (set it, or the {field}_query template)"
-                )
+                raise ValueError(f"services.{name}.{field}: no query (set it, or the {field}_query template)")
             queries[field] = query.replace(SERVICE_PLACEHOLDER, name)
         built.append(ServiceQueries(name, queries["gpus_busy"], queries["requests_per_s"]))
     return built

@@ -48,9 +48,7 @@ def _submit_and_start(fold: ClusterFold, job_id: str, gpus: int, nodes: dict[str
         )
     )
     assert fold.apply(
-        JobEvent(
-            cluster="c1", job_id=job_id, kind=JobEventKind.STARTED, time=at(0), pool="a100", nodes=nodes
-        )
+        JobEvent(cluster="c1", job_id=job_id, kind=JobEventKind.STARTED, time=at(0), pool="a100", nodes=nodes)
     )
 
 
