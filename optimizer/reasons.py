@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from optimizer.formulation import deadline_in_reach
 from optimizer.inputs import PlanInputs
 from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan
@@ -36,6 +37,9 @@ TEMPLATES: dict[DecisionCause, str] = {
     "({for_gpus} GPUs, weight {for_weight}), above its own weight {weight}; " + _LOSES,
     C.FREED_FOR_JOBS: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} GPUs, "
     "weight {for_weight}){others}, starting now (its own weight {weight}); " + _LOSES,
+    C.FREED_FOR_DEADLINE: "preempted: its {gpus} GPUs in pool {pool} go to job {for_job} ({for_gpus} "
+    "GPUs, weight {for_weight}){others}, starting now to meet its deadline {for_deadline} (its own "
+    "weight {weight}); " + _LOSES,
     C.QUOTA_RECLAIMED: "preempted: quota reclaimed: team {team} runs beyond its quota of {quota} GPUs "
     "on quota lent by idle teams, and job {for_job} ({for_gpus} GPUs, weight {for_weight}) of team "
     "{for_team}{others} takes its GPUs in pool {pool} back, starting now (its {gpus} GPUs, its own weight "
@@ -267,6 +271,17 @@ class ReasonContext:
             others = f" and {starts.size - 1} more" if starts.size > 1 else ""
             if self._reclaims_quota(j, top):
                 return explain(C.QUOTA_RECLAIMED, others=others, **self._quota_numbers(j, top), **numbers)
+            due = starts[deadline_in_reach(inp)[starts]]
+            if due.size:  # a start with a deadline in reach: name the one due first
+                first = int(due[np.lexsort((due, inp.job_deadline_step[due]))][0])
+                when = _hhmm(inp, int(inp.job_deadline_step[first]))
+                return explain(
+                    C.FREED_FOR_DEADLINE,
+                    others=others,
+                    for_deadline=when,
+                    **self._other_job(first),
+                    **numbers,
+                )
             return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
         if inp.n_services:
             grows = plan.svc_replicas[:, p, 0] - inp.svc_replicas_now[:, p]

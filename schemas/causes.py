@@ -22,6 +22,7 @@ class DecisionCause(StrEnum):
     # preempt
     CLEARED_FOR_JOB = "cleared-for-job"  # stopped to empty nodes for a gang of a higher weight
     FREED_FOR_JOBS = "freed-for-jobs"  # its GPUs go to jobs started in its pool
+    FREED_FOR_DEADLINE = "freed-for-deadline"  # its GPUs go to a job started now to meet its deadline
     QUOTA_RECLAIMED = "quota-reclaimed"  # its team ran on lent quota; the lending team takes it back
     FREED_FOR_INFERENCE = "freed-for-inference"  # its GPUs go to a service scaling up there
     POOL_SHRINKS = "pool-shrinks"  # the pool has fewer GPUs in service than it holds

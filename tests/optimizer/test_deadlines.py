@@ -150,7 +150,10 @@ def test_a_stop_pays_for_a_deadline_that_waiting_would_miss() -> None:
         "stop-for-a-deadline",
         pools=(Pool("a", 8),),
         jobs=(heavy, Job("due", 8, weight=1.0, hours=2.0, deadline_min=120)),
-        want_jobs={"heavy": preempt("go to job due"), "due": run("a")},
+        want_jobs={
+            "heavy": preempt("go to job due (8 GPUs, weight 1), starting now to meet its deadline 14:00"),
+            "due": run("a"),
+        },
     )
     run_scenario(due)
     no_deadline = Scenario(
