@@ -17,11 +17,11 @@ import numpy as np
 
 from optimizer.basis_carry import carried_indices
 from optimizer.config import PlannerConfig
+from optimizer.deadlines import margin_steps
 from optimizer.formulation import (
     EntryChanges,
     ModelStructure,
     build_structure,
-    margin_steps,
     slots_match,
     structure_key,
     update_slots,

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import INF, ModelStructure, deadline_in_reach
+from optimizer.deadlines import deadline_in_reach
+from optimizer.formulation import INF, ModelStructure
 from optimizer.inputs import PlanInputs
 
 
@@ -65,7 +66,7 @@ def shortfall_cost_per_gpu_h(inputs: PlanInputs, config: PlannerConfig) -> float
 
 def deadline_requirement(inputs: PlanInputs) -> np.ndarray:
     """[J] GPU-hours each job's deadline row asks for before its deadline: all its remaining work
-    where its deadline is in reach (formulation.deadline_in_reach), 0 for every other job."""
+    where its deadline is in reach (deadlines.deadline_in_reach), 0 for every other job."""
     need: np.ndarray = np.where(deadline_in_reach(inputs), inputs.job_remaining_s / 3600.0, 0.0)
     return need
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from optimizer.formulation import deadline_in_reach
+from optimizer.deadlines import deadline_in_reach
 from optimizer.inputs import PlanInputs
 from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan

@@ -2,7 +2,8 @@
 which running jobs stay, which are preempted, which waiting jobs start.
 
 Running jobs the relaxed plan keeps (share of their gang at least the threshold) stay, and
-non-preemptible ones always stay; the preemption bound is honoured by keeping the jobs the plan
+non-preemptible ones always stay (optimizer/step0_kept.py); the preemption bound is honoured by
+keeping the jobs the plan
 least wants out. Waiting jobs start in the order of their relaxed share, then idle GPUs are
 backfilled by weight. Every start is checked against the pool's free GPUs, its team's quota and,
 where the state reports them, its nodes (optimizer/nodes.py).
@@ -45,24 +46,12 @@ from optimizer.quota import (
     fits_quota,
     reclaim_pays,
 )
+from optimizer.step0_kept import Plan0, kept_by_plan
 from optimizer.step0_outcome import Blocked, Step0Outcome
-from optimizer.stop_pays import StopRules, stops_that_do_not_pay
+from optimizer.stop_pays import StopRules
 from schemas import DecisionCause
 
 EPS = 1e-6
-
-
-@dataclass(frozen=True)
-class _Plan0:
-    """What step 0 is placed from: the relaxed plan's shares and who it keeps running."""
-
-    share0: np.ndarray  # [J, P] relaxed share of each job's gang in each pool in step 0
-    share: np.ndarray  # [J, B] relaxed share per block
-    keep: np.ndarray  # [J] running jobs kept running
-    run_share: np.ndarray  # [J] share of a running job in its own pool
-    pinned: np.ndarray  # [J] running and not preemptible
-    fresh: np.ndarray  # [J] running for less than the minimum run: never stopped for other jobs
-    by_bound: frozenset[int] = frozenset()  # running jobs kept only by the preemption bound
 
 
 def round_step0(
@@ -80,7 +69,7 @@ def round_step0(
     held for blocked gangs, to hold again next time: a hold that moved each decision would
     never let a node drain; what the placement saw, for the reasons)."""
     rules = rules or StopRules(penalty_gpu_s=preemption_penalty_gpu_s)
-    plan = _kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
+    plan = kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
     early = rules.earliness
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
@@ -106,38 +95,6 @@ def round_step0(
     plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
     return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, earliness=early).result()
-
-
-def _kept_by_plan(
-    inputs: PlanInputs,
-    share0: np.ndarray,
-    share: np.ndarray,
-    threshold: float,
-    max_preemptions: int,
-    free0: np.ndarray,
-    rules: StopRules,
-) -> _Plan0:
-    """Running jobs the relaxed plan keeps (share at least ``threshold``, or not preemptible),
-    those whose stop would not pay for itself (optimizer/stop_pays.py), and more of them where
-    stopping all the others would break the preemption bound."""
-    run_pool = inputs.job_running_pool
-    running = run_pool >= 0
-    run_share = np.where(running, share0[np.arange(inputs.n_jobs), np.maximum(run_pool, 0)], 0.0)
-    pinned = running & ~inputs.job_preemptible
-    wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
-    keep = running & ((run_share >= threshold) | pinned)
-    unpaid = stops_that_do_not_pay(inputs, share0, wants_out, free0, rules)
-    keep[unpaid] = True
-    wants_out = np.setdiff1d(wants_out, unpaid)
-    over_bound = max(wants_out.size - max_preemptions, 0)
-    by_bound: frozenset[int] = frozenset()
-    if over_bound:
-        # the preemption bound: keep the jobs the plan least wants out
-        by_share = wants_out[np.argsort(-run_share[wants_out], kind="stable")]
-        keep[by_share[:over_bound]] = True
-        by_bound = frozenset(by_share[:over_bound].tolist())
-    fresh = running & (inputs.job_ran_s < rules.min_run_s)
-    return _Plan0(share0, share, keep, run_share, pinned, fresh, by_bound)
 
 
 def _withdraw_idle_preemptions(
@@ -171,7 +128,7 @@ def _withdraw_idle_preemptions(
 
 def _place(
     inputs: PlanInputs,
-    plan: _Plan0,
+    plan: Plan0,
     free0: np.ndarray,
     svc_gpus0: np.ndarray,
     clear_budget: int,
@@ -263,7 +220,7 @@ class _Step0:
         self.pool0[j] = p if sign > 0 else -1
         self.remaining[j] -= sign * g * float(self.inputs.blocks.dur_s[0])
 
-    def place_kept(self, plan: _Plan0) -> None:
+    def place_kept(self, plan: Plan0) -> None:
         """Running jobs stay in their pools: pinned first, then those the plan keeps, by share,
         while the pool's GPUs and the team's quota allow; the book notes which nodes they keep
         busy and until when (by their estimates), where the state says."""
@@ -406,7 +363,7 @@ class _Step0:
         most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
         return Blocked(DecisionCause.POOL_FULL, most)
 
-    def _clearing_candidates(self, j: int, p: int, plan: _Plan0, wait_s: float) -> list[Candidate]:
+    def _clearing_candidates(self, j: int, p: int, plan: Plan0, wait_s: float) -> list[Candidate]:
         """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
         their minimum run, on known nodes, and of a lower weight (never work of equal or higher
         value for a gang); each costs its weight x (lost work + the work it would do on its GPUs
@@ -436,7 +393,7 @@ class _Step0:
             return horizon_s
         return min(drains[count - 1], horizon_s)
 
-    def clear_for(self, j: int, p: int, plan: _Plan0) -> bool:
+    def clear_for(self, j: int, p: int, plan: Plan0) -> bool:
         """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
         job_free = self.nodes.job_free[p]
         g = self._gang(j)
@@ -476,7 +433,7 @@ class _Step0:
         held = self.nodes.hold(p, self._gang(j), float(inputs.job_weight[j]), prefer, real, job=j)
         self.holds[job_id] = (p, held)
 
-    def start_planned(self, plan: _Plan0) -> None:
+    def start_planned(self, plan: Plan0) -> None:
         """Waiting jobs the plan starts now, by relaxed share, then weight; each in the plan's pools
         first, then any other allowed pool. The plan's own starts outrank any stop; one that fits
         no node clears nodes, else holds nodes of its pool (a reservation per blocked gang)."""
@@ -497,7 +454,7 @@ class _Step0:
                 continue
             self._hold_nodes(j, pools[0])
 
-    def backfill(self, plan: _Plan0, backfill_above: float) -> None:
+    def backfill(self, plan: Plan0, backfill_above: float) -> None:
         """What rounding left idle: highest weight first, then the jobs the plan wants soonest;
         best fit (the fullest pool that still takes the gang)."""
         inputs = self.inputs

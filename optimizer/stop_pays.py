@@ -19,7 +19,7 @@ A running job the plan wants out (share below the run threshold) is stopped only
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
 
-A start with a deadline in reach (optimizer/formulation.py's ``deadline_in_reach``) that waiting for
+A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
 its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
 start also counts as heavier than any job without that at stake, as the plan ranks it. Pure.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.formulation import deadline_in_reach, steps_of_work
+from optimizer.deadlines import deadline_in_reach, steps_of_work
 from optimizer.inputs import PlanInputs
 
 EPS = 1e-6

@@ -15,7 +15,8 @@ from optimizer_cases import NOW, job, pool, state
 from scenario_table import Job, Pool, Scenario, hold, preempt, run, run_scenario
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import build_structure, margin_steps, planned_deadline_step, update_slots
+from optimizer.deadlines import margin_steps, planned_deadline_step
+from optimizer.formulation import build_structure, update_slots
 from optimizer.inputs import build_inputs
 from optimizer.parameters import deadline_requirement, fill_parameters
 from optimizer.planner import PlannerPolicy

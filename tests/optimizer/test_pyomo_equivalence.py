@@ -14,7 +14,8 @@ import pytest
 from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
 
 from optimizer.config import PlannerConfig
-from optimizer.formulation import build_structure, margin_steps, update_slots
+from optimizer.deadlines import margin_steps
+from optimizer.formulation import build_structure, update_slots
 from optimizer.inputs import build_inputs
 from optimizer.parameters import deadline_requirement, fill_parameters
 from optimizer.pyomo_model import solve_with_pyomo
