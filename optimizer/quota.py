@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from optimizer.stop_pays import value_of_sooner
+
 EPS = 1e-6
 
 
@@ -142,8 +144,9 @@ def reclaim_pays(
         if gpus + EPS >= need.short:
             wait_s = min(b.ends_s, horizon_s)
             break
-    waiting = need.weight * need.gpus * wait_s
     if need.cap_short > EPS:
-        waiting *= earliness * wait_s / horizon_s
+        waiting = value_of_sooner(need.weight, need.gpus, wait_s, horizon_s, earliness)
+    else:
+        waiting = need.weight * need.gpus * wait_s
     cost = sum(b.cost for b in chosen) + need.weight * need.startup_s * need.gpus
     return waiting > cost
