@@ -20,6 +20,10 @@ A running job the plan wants out (share below the run threshold) is stopped only
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
 
+The stops are judged the cheapest first (weight x work since checkpoint), each on top of those
+already found to pay: their GPUs count as free, so a start's wait pays for one stop, not for every
+job the plan would stop for it.
+
 A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
 its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
@@ -61,16 +65,23 @@ def stops_that_do_not_pay(
     jobs in step 0 after the services."""
     if wants_out.size == 0:
         return wants_out
-    keep = [j for j in wants_out.tolist() if not _pays(inputs, share0, free0, j, rules)]
-    return np.asarray(keep, dtype=np.int64)
+    # the cheapest stops are judged first, each as a stop on top of those already found to pay:
+    # their GPUs count as free, so two stops are not both paid for by the same start's wait
+    cost = inputs.job_weight * inputs.job_lost_gpu_s
+    stopping = np.zeros(inputs.n_jobs, dtype=bool)
+    for j in wants_out[np.lexsort((wants_out, cost[wants_out]))].tolist():
+        stopping[j] = _pays(inputs, share0, free0, j, rules, stopping)
+    return wants_out[~stopping[wants_out]]
 
 
-def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules) -> bool:
+def _pays(
+    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules, stopping: np.ndarray
+) -> bool:
     if float(inputs.job_ran_s[j]) < rules.min_run_s:
         return False
     p = int(inputs.job_running_pool[j])
     weight, gang = inputs.job_weight, inputs.job_gang
-    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules)
+    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules, stopping)
     starters = np.union1d(_heavier_starters(inputs, share0, p, float(weight[j])), at_stake)
     if starters.size == 0:
         return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
@@ -80,7 +91,7 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
     starter_weight = float((weight[starters] * gang[starters]).sum()) / starter_gpus
     starter_startup_s = float((inputs.job_restart_s[starters] * gang[starters]).sum()) / starter_gpus
     gpus = min(float(gang[j]), starter_gpus)
-    wait_s = natural_wait_s(inputs, free0, p, starter_gpus)
+    wait_s = natural_wait_s(inputs, free0, p, starter_gpus, stopping)
     # the heavier work moves ``wait_s`` earlier, the stopped job's as much later
     horizon_s = float(inputs.blocks.dur_s.sum())
     heavier_by = max(starter_weight - float(weight[j]), 0.0)
@@ -108,7 +119,13 @@ def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: flo
 
 
 def _deadlines_at_stake(
-    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, p: int, stopped: int, rules: StopRules
+    inputs: PlanInputs,
+    share0: np.ndarray,
+    free0: np.ndarray,
+    p: int,
+    stopped: int,
+    rules: StopRules,
+    stopping: np.ndarray,
 ) -> tuple[np.ndarray, float]:
     """Waiting jobs the plan starts in pool p now whose deadline (in reach) waiting for GPUs to free
     by themselves would miss, where the stopped job has none at stake itself; and the plan's price
@@ -125,7 +142,7 @@ def _deadlines_at_stake(
         s: min(
             float(inputs.job_remaining_s[s]),
             float(inputs.job_gang[s])
-            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s])) - float(slack_s[s])),
+            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
         )
         for s in candidates.tolist()
     }
@@ -134,14 +151,18 @@ def _deadlines_at_stake(
     return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
 
 
-def natural_wait_s(inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float) -> float:
-    """How long until ``need_gpus`` GPUs are free in pool p if no job is stopped: the GPUs idle
-    now, then the running jobs there ending by their estimates (remaining GPU-time over the gang),
-    the job a stop would take them from among them (a job that ends in an hour frees its GPUs in an
-    hour: stopping it saves at most that); the horizon if they never add up."""
+def natural_wait_s(
+    inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopping: np.ndarray | None = None
+) -> float:
+    """How long until ``need_gpus`` GPUs are free in pool p with no stop but ``stopping`` [J] (those
+    already found to pay; their GPUs are free now): the GPUs idle now, then the other running jobs
+    there ending by their estimates (remaining GPU-time over the gang), the job a stop would take
+    them from among them (a job that ends in an hour frees its GPUs in an hour: stopping it saves at
+    most that); the horizon if they never add up."""
     horizon_s = float(inputs.blocks.dur_s.sum())
     run_pool = inputs.job_running_pool
-    running = np.flatnonzero(run_pool == p)
+    on_pool = run_pool == p
+    running = np.flatnonzero(on_pool if stopping is None else on_pool & ~stopping)
     gangs = inputs.job_gang[running]
     idle = float(free0[p]) - float(gangs.sum())
     need = need_gpus - max(idle, 0.0)

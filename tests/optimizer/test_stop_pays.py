@@ -105,6 +105,23 @@ def test_natural_wait_counts_idle_gpus_then_jobs_ending() -> None:
     assert natural_wait_s(inputs, free0, 0, 10.0) == pytest.approx(float(inputs.blocks.dur_s.sum()))
 
 
+def test_two_stops_are_not_paid_for_by_the_same_wait() -> None:
+    # two 4-GPU jobs fill the pool for 10 h; a weight-10 start of 4 GPUs needs one of them: the
+    # cheaper stop (nothing since its checkpoint) pays, and with its GPUs free the start no longer
+    # waits, so the other (an hour of work at risk) is kept
+    jobs = (
+        Job("cheap", 4, hours=10.0, running_in="a"),
+        Job("costly", 4, hours=10.0, running_in="a", since_checkpoint_gpu_s=4 * 3600.0),
+        Job("urgent", 4, weight=10.0),
+    )
+    inputs = _inputs(jobs)
+    share0 = np.zeros((inputs.n_jobs, inputs.n_pools))
+    share0[inputs.job_ids.index("urgent"), 0] = 1.0
+    both = np.asarray(sorted(inputs.job_ids.index(j) for j in ("cheap", "costly")))
+    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    assert [inputs.job_ids[j] for j in kept] == ["costly"]
+
+
 def test_no_stop_of_a_job_that_ends_soon_by_itself() -> None:
     # the pool's other jobs run 10 h, the victim ends in 30 min: the weight-10 start would wait
     # 30 min, which gains 9 x 1 GPU x 0.5 h x 0.75 x 0.5/24 = 253 GPU-s, less than the stop's
