@@ -71,7 +71,8 @@ def stops_that_do_not_pay(
     stopping = np.zeros(inputs.n_jobs, dtype=bool)
     for j in wants_out[np.lexsort((wants_out, cost[wants_out]))].tolist():
         stopping[j] = _pays(inputs, share0, free0, j, rules, stopping)
-    return wants_out[~stopping[wants_out]]
+    kept: np.ndarray = wants_out[~stopping[wants_out]]
+    return kept
 
 
 def _pays(
