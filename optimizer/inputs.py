@@ -251,7 +251,7 @@ def build_inputs(
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
         window_reason=tuple(window_reason),
         **_service_fields(state, forecasts, now, config, curve, band_factors, scaled_up_gpus),
-        **_job_fields(state, now, steps, step_s),
+        **_job_fields(state, now, steps, step_s, config.lend_outside_quotas),
     )
 
 
@@ -297,14 +297,16 @@ def _team_quotas(
     return {"team_quota": nominal, "quota_idle": idle_quota(nominal, wanted)}
 
 
-def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> dict[str, Any]:
+def _job_fields(
+    state: ClusterState, now: datetime, steps: int, step_s: int, lend_outside_quotas: bool
+) -> dict[str, Any]:
     """PlanInputs' jobs' and teams' fields, for the jobs queued or running."""
     pools = state.pools
     jobs = [j for j in state.jobs if j.status in _ACTIVE]
     n_jobs = len(jobs)
     specs = [j.spec for j in jobs]
     teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
-    if state.quotas_gpus:
+    if state.quotas_gpus and lend_outside_quotas:
         teams.append(OUTSIDE_QUOTAS)  # lends the GPUs no quota covers (optimizer/quota.py)
     team_index = {t: i for i, t in enumerate(teams)}
     gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
