@@ -20,9 +20,10 @@ A running job the plan wants out (share below the run threshold) is stopped only
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
 
-The stops are judged the cheapest first (weight x work since checkpoint), each on top of those
-already found to pay: their GPUs count as free, so a start's wait pays for one stop, not for every
-job the plan would stop for it.
+The stops are judged the cheapest first (weight x work since checkpoint): a stop saves no wait
+where the GPUs idle now and those of the stops already found to pay cover the starts it would make
+room for (``saved_wait_s``), so one start's wait or deadline does not pay for every job the plan
+would stop for it; otherwise each is judged against the starts' natural wait.
 
 A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
@@ -65,8 +66,8 @@ def stops_that_do_not_pay(
     jobs in step 0 after the services."""
     if wants_out.size == 0:
         return wants_out
-    # the cheapest stops are judged first, each as a stop on top of those already found to pay:
-    # their GPUs count as free, so two stops are not both paid for by the same start's wait
+    # the cheapest stops are judged first; one whose starts the earlier ones already make room for
+    # saves no wait (saved_wait_s), so two stops are not both paid for by the same start's wait
     cost = inputs.job_weight * inputs.job_lost_gpu_s
     stopping = np.zeros(inputs.n_jobs, dtype=bool)
     for j in wants_out[np.lexsort((wants_out, cost[wants_out]))].tolist():
@@ -92,7 +93,7 @@ def _pays(
     starter_weight = float((weight[starters] * gang[starters]).sum()) / starter_gpus
     starter_startup_s = float((inputs.job_restart_s[starters] * gang[starters]).sum()) / starter_gpus
     gpus = min(float(gang[j]), starter_gpus)
-    wait_s = natural_wait_s(inputs, free0, p, starter_gpus, stopping)
+    wait_s = saved_wait_s(inputs, free0, p, starter_gpus, stopping)
     # the heavier work moves ``wait_s`` earlier, the stopped job's as much later
     horizon_s = float(inputs.blocks.dur_s.sum())
     heavier_by = max(starter_weight - float(weight[j]), 0.0)
@@ -143,13 +144,23 @@ def _deadlines_at_stake(
         s: min(
             float(inputs.job_remaining_s[s]),
             float(inputs.job_gang[s])
-            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
+            * (saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
         )
         for s in candidates.tolist()
     }
     at_stake = np.asarray([s for s, late in late_gpu_s.items() if late > 0], dtype=np.int64)
     price = rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
     return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
+
+
+def saved_wait_s(
+    inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopping: np.ndarray
+) -> float:
+    """The wait a stop saves starts of ``need_gpus`` GPUs in pool p: none where the GPUs idle now and
+    those of the stops already found to pay (``stopping``) cover them; else their natural wait."""
+    if natural_wait_s(inputs, free0, p, need_gpus, stopping) <= 0.0:
+        return 0.0
+    return natural_wait_s(inputs, free0, p, need_gpus)
 
 
 def natural_wait_s(

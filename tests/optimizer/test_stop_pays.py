@@ -120,6 +120,11 @@ def test_two_stops_are_not_paid_for_by_the_same_wait() -> None:
     both = np.asarray(sorted(inputs.job_ids.index(j) for j in ("cheap", "costly")))
     kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
     assert [inputs.job_ids[j] for j in kept] == ["costly"]
+    # a start of 8 GPUs needs both: the first stop does not make room for it, so both pay
+    inputs = _inputs((*jobs[:2], Job("urgent", 8, weight=10.0)))
+    share0[inputs.job_ids.index("urgent"), 0] = 1.0
+    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    assert kept.size == 0
 
 
 def test_no_stop_of_a_job_that_ends_soon_by_itself() -> None:
