@@ -272,7 +272,8 @@ class ReasonContext:
             if self._reclaims_quota(j, top):
                 return explain(C.QUOTA_RECLAIMED, others=others, **self._quota_numbers(j, top), **numbers)
             due = starts[deadline_in_reach(inp)[starts]]
-            if due.size:  # a start with a deadline in reach: name the one due first
+            if due.size and inp.job_weight[top] <= inp.job_weight[j]:
+                # no start outweighs it: the deadline is why; name the start due first
                 first = int(due[np.lexsort((due, inp.job_deadline_step[due]))][0])
                 when = _hhmm(inp, int(inp.job_deadline_step[first]))
                 return explain(

@@ -166,6 +166,27 @@ def test_a_stop_pays_for_a_deadline_that_waiting_would_miss() -> None:
     run_scenario(no_deadline)
 
 
+def test_a_stop_for_heavier_work_names_it_even_beside_a_start_with_a_deadline() -> None:
+    """A weight-2 job's 8 GPUs go to a weight-5 job and to a weight-1 job due in 2 h: the heavier
+    start is reason enough, and the reason names it, not the deadline."""
+    mid = Job("mid", 8, weight=2.0, hours=10.0, running_in="a", checkpoint_interval_s=1800.0)
+    both = Scenario(
+        "stop-for-heavier-work-and-a-deadline",
+        pools=(Pool("a", 8),),
+        jobs=(
+            mid,
+            Job("heavy", 4, weight=5.0, hours=2.0),
+            Job("due", 4, weight=1.0, hours=2.0, deadline_min=120),
+        ),
+        want_jobs={
+            "mid": preempt("go to job heavy (4 GPUs, weight 5) and 1 more, starting now (its own weight 2)"),
+            "heavy": run("a"),
+            "due": run("a"),
+        },
+    )
+    run_scenario(both)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
