@@ -82,6 +82,10 @@ class PlannerConfig:
     burst_into_idle: bool = True
     """Raise a service's ``burst_gpus`` ceiling by the GPUs step 0 leaves idle in its pool, so its
     autoscaler can scale into them within the step (optimizer/idle_burst.py)."""
+    lend_outside_quotas: bool = True
+    """Where teams have quotas, lend the GPUs no quota covers (what the quotas leave to inference)
+    like idle quota, to teams over theirs, where inference leaves them free (optimizer/quota.py);
+    False: the quotas together cap batch, as a Kueue cohort does."""
 
     def __post_init__(self) -> None:
         positive = {

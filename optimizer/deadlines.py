@@ -7,10 +7,12 @@ one of its GPUs does before it in each block. Pure functions of PlanInputs.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from optimizer.inputs import PlanInputs
+if TYPE_CHECKING:  # annotations only: optimizer/quota.py imports stop_pays, which imports this
+    from optimizer.inputs import PlanInputs
 
 
 def steps_of_work(inputs: PlanInputs) -> np.ndarray:

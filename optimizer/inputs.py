@@ -22,7 +22,7 @@ import numpy as np
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
 from optimizer.nodes import NodeHolds
-from optimizer.quota import idle_quota
+from optimizer.quota import OUTSIDE_QUOTAS, idle_quota, outside_quotas
 from optimizer.service_inputs import service_demand, service_placement
 from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, PoolState
 
@@ -251,7 +251,7 @@ def build_inputs(
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
         window_reason=tuple(window_reason),
         **_service_fields(state, forecasts, now, config, curve, band_factors, scaled_up_gpus),
-        **_job_fields(state, now, steps, step_s),
+        **_job_fields(state, now, steps, step_s, config.lend_outside_quotas),
     )
 
 
@@ -288,18 +288,26 @@ def _service_fields(
 def _team_quotas(
     state: ClusterState, teams: list[str], gang: np.ndarray, job_team: np.ndarray
 ) -> dict[str, Any]:
+    """Each team's nominal quota (inf: none) and the idle quota lent, the GPUs outside every quota
+    among it (``OUTSIDE_QUOTAS``, the last team where any team has a quota: optimizer/quota.py)."""
     nominal = np.asarray([float(state.quotas_gpus.get(t, math.inf)) for t in teams], dtype=float)
+    if teams and teams[-1] == OUTSIDE_QUOTAS:
+        nominal[-1] = outside_quotas(float(sum(p.gpus_available for p in state.pools)), nominal[:-1])
     wanted = np.bincount(job_team, weights=gang, minlength=len(teams)).astype(float)
     return {"team_quota": nominal, "quota_idle": idle_quota(nominal, wanted)}
 
 
-def _job_fields(state: ClusterState, now: datetime, steps: int, step_s: int) -> dict[str, Any]:
+def _job_fields(
+    state: ClusterState, now: datetime, steps: int, step_s: int, lend_outside_quotas: bool
+) -> dict[str, Any]:
     """PlanInputs' jobs' and teams' fields, for the jobs queued or running."""
     pools = state.pools
     jobs = [j for j in state.jobs if j.status in _ACTIVE]
     n_jobs = len(jobs)
     specs = [j.spec for j in jobs]
     teams = sorted({spec.team for spec in specs} | set(state.quotas_gpus))
+    if state.quotas_gpus and lend_outside_quotas:
+        teams.append(OUTSIDE_QUOTAS)  # lends the GPUs no quota covers (optimizer/quota.py)
     team_index = {t: i for i, t in enumerate(teams)}
     gang = np.asarray([spec.gpus for spec in specs], dtype=float).reshape(n_jobs)
     allowed = _job_pool_masks(specs, pools)

@@ -11,6 +11,12 @@ lose least, no more than it needs (``cheapest_reclaim``), when that pays against
 to end (``reclaim_pays``), whatever the weights. In the model: a ``borrow[t, b]`` column per team
 with a quota, the team's row ``used - borrow <= nominal`` and one ``lending`` row per block
 ``sum(borrow) <= idle``. Teams without a quota (inf) neither lend nor borrow.
+
+The GPUs no team's quota covers (capacity less all quotas: what the quotas leave to inference) are
+lent the same way, as the idle quota of a lender with no work (``OUTSIDE_QUOTAS``): a team over
+its quota may borrow them where inference leaves them free (the pools' capacity rows and step 0
+give inference its GPUs first), and gives them back only to inference, never to a quota owner's
+reclaim, since no owner's quota is lent. Kueue cannot lend them: its cohort is its quotas.
 """
 
 from __future__ import annotations
@@ -21,7 +27,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from optimizer.stop_pays import value_of_sooner
+
 EPS = 1e-6
+
+
+OUTSIDE_QUOTAS = "(outside every quota)"
+"""The cohort's lender of the GPUs no team's quota covers: a team with no work of its own."""
+
+
+def outside_quotas(capacity: float, nominal: np.ndarray) -> float:
+    """GPUs of ``capacity`` (the pools' GPUs up now) that no team's quota covers."""
+    return max(capacity - float(nominal[np.isfinite(nominal)].sum()), 0.0)
 
 
 def idle_quota(nominal: np.ndarray, wanted: np.ndarray) -> float:
@@ -142,8 +159,9 @@ def reclaim_pays(
         if gpus + EPS >= need.short:
             wait_s = min(b.ends_s, horizon_s)
             break
-    waiting = need.weight * need.gpus * wait_s
     if need.cap_short > EPS:
-        waiting *= earliness * wait_s / horizon_s
+        waiting = value_of_sooner(need.weight, need.gpus, wait_s, horizon_s, earliness)
+    else:
+        waiting = need.weight * need.gpus * wait_s
     cost = sum(b.cost for b in chosen) + need.weight * need.startup_s * need.gpus
     return waiting > cost

@@ -11,13 +11,19 @@ A running job the plan wants out (share below the run threshold) is stopped only
   makes room for work of equal or lower value density;
 - the value those starts gain over waiting for GPUs to free by themselves exceeds what the stop
   costs. The heavier jobs the plan starts in the pool queue for the GPUs that free, and would wait
-  W for them (running jobs ending by their estimates; the horizon if they never do). Both jobs'
-  work is done either way; the stop moves the heavier work W sooner and the stopped job's work as
-  much later, so, valued as the plan values time (work is worth ``earliness`` more at the start
-  of the horizon than at its end), it gains: their mean weight (by GPUs) less the stopped job's
+  W for them (running jobs ending by their estimates, the stopped job among them: one that ends in
+  an hour frees its GPUs in an hour; the horizon if they never do). Both jobs' work is done either
+  way; the stop moves the heavier work W sooner and the stopped job's work as much later, so,
+  valued as the plan values time (work is worth ``earliness`` more at the start of the horizon
+  than at its end: ``value_of_sooner``), it gains: their mean weight (by GPUs) less the stopped job's
   x the GPUs of the stopped job they take x W x earliness x W / horizon. Cost: the stopped job's
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
+
+The stops are judged the cheapest first (weight x work since checkpoint): a stop saves no wait
+where the GPUs idle now and those of the stops already found to pay cover the starts it would make
+room for (``saved_wait_s``), so one start's wait or deadline does not pay for every job the plan
+would stop for it; otherwise each is judged against the starts' natural wait.
 
 A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
@@ -28,11 +34,14 @@ start also counts as heavier than any job without that at stake, as the plan ran
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from optimizer.deadlines import deadline_in_reach, steps_of_work
-from optimizer.inputs import PlanInputs
+
+if TYPE_CHECKING:  # annotations only: optimizer/inputs.py imports optimizer/quota.py, which imports this
+    from optimizer.inputs import PlanInputs
 
 EPS = 1e-6
 
@@ -57,16 +66,24 @@ def stops_that_do_not_pay(
     jobs in step 0 after the services."""
     if wants_out.size == 0:
         return wants_out
-    keep = [j for j in wants_out.tolist() if not _pays(inputs, share0, free0, j, rules)]
-    return np.asarray(keep, dtype=np.int64)
+    # the cheapest stops are judged first; one whose starts the earlier ones already make room for
+    # saves no wait (saved_wait_s), so two stops are not both paid for by the same start's wait
+    cost = inputs.job_weight * inputs.job_lost_gpu_s
+    stopping = np.zeros(inputs.n_jobs, dtype=bool)
+    for j in wants_out[np.lexsort((wants_out, cost[wants_out]))].tolist():
+        stopping[j] = _pays(inputs, share0, free0, j, rules, stopping)
+    kept: np.ndarray = wants_out[~stopping[wants_out]]
+    return kept
 
 
-def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules) -> bool:
+def _pays(
+    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules, stopping: np.ndarray
+) -> bool:
     if float(inputs.job_ran_s[j]) < rules.min_run_s:
         return False
     p = int(inputs.job_running_pool[j])
     weight, gang = inputs.job_weight, inputs.job_gang
-    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules)
+    at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules, stopping)
     starters = np.union1d(_heavier_starters(inputs, share0, p, float(weight[j])), at_stake)
     if starters.size == 0:
         return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
@@ -76,14 +93,22 @@ def _pays(inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rul
     starter_weight = float((weight[starters] * gang[starters]).sum()) / starter_gpus
     starter_startup_s = float((inputs.job_restart_s[starters] * gang[starters]).sum()) / starter_gpus
     gpus = min(float(gang[j]), starter_gpus)
-    wait_s = natural_wait_s(inputs, free0, p, starter_gpus, j)
-    # work done sooner is worth more by earliness x how much sooner over the horizon (the plan's own
-    # value of time): the heavier work moves ``wait_s`` earlier, the stopped job's as much later
-    sooner = rules.earliness * wait_s / float(inputs.blocks.dur_s.sum())
-    gain = max(starter_weight - float(weight[j]), 0.0) * gpus * wait_s * sooner + deadline_gain
+    wait_s = saved_wait_s(inputs, free0, p, starter_gpus, stopping)
+    # the heavier work moves ``wait_s`` earlier, the stopped job's as much later
+    horizon_s = float(inputs.blocks.dur_s.sum())
+    heavier_by = max(starter_weight - float(weight[j]), 0.0)
+    gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness) + deadline_gain
     cost = float(weight[j]) * (float(inputs.job_lost_gpu_s[j]) + rules.penalty_gpu_s * float(gang[j]))
     cost += starter_weight * starter_startup_s * gpus
     return gain > cost
+
+
+def value_of_sooner(weight: float, gpus: float, sooner_s: float, horizon_s: float, earliness: float) -> float:
+    """What ``gpus`` GPUs of work of ``weight`` done ``sooner_s`` sooner are worth, as the plan values
+    time (weight x GPU-seconds): work is worth ``earliness`` more at the start of the horizon than at
+    its end, so the ``gpus x sooner_s`` GPU-seconds moved each gain ``earliness x sooner_s / horizon``
+    of their weight. Used by the stop rule here and by quota reclaims (optimizer/quota.py)."""
+    return weight * gpus * sooner_s * earliness * sooner_s / horizon_s
 
 
 def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: float) -> np.ndarray:
@@ -96,7 +121,13 @@ def _heavier_starters(inputs: PlanInputs, share0: np.ndarray, p: int, above: flo
 
 
 def _deadlines_at_stake(
-    inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, p: int, stopped: int, rules: StopRules
+    inputs: PlanInputs,
+    share0: np.ndarray,
+    free0: np.ndarray,
+    p: int,
+    stopped: int,
+    rules: StopRules,
+    stopping: np.ndarray,
 ) -> tuple[np.ndarray, float]:
     """Waiting jobs the plan starts in pool p now whose deadline (in reach) waiting for GPUs to free
     by themselves would miss, where the stopped job has none at stake itself; and the plan's price
@@ -113,7 +144,7 @@ def _deadlines_at_stake(
         s: min(
             float(inputs.job_remaining_s[s]),
             float(inputs.job_gang[s])
-            * (natural_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopped) - float(slack_s[s])),
+            * (saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
         )
         for s in candidates.tolist()
     }
@@ -122,21 +153,34 @@ def _deadlines_at_stake(
     return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
 
 
-def natural_wait_s(inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopped: int) -> float:
-    """How long until ``need_gpus`` GPUs are free in pool p without stopping job ``stopped``: the
-    GPUs idle now, then the running jobs there ending by their estimates (remaining GPU-time over
-    the gang); the horizon if they never add up."""
+def saved_wait_s(
+    inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopping: np.ndarray
+) -> float:
+    """The wait a stop saves starts of ``need_gpus`` GPUs in pool p: none where the GPUs idle now and
+    those of the stops already found to pay (``stopping``) cover them; else their natural wait."""
+    if natural_wait_s(inputs, free0, p, need_gpus, stopping) <= 0.0:
+        return 0.0
+    return natural_wait_s(inputs, free0, p, need_gpus)
+
+
+def natural_wait_s(
+    inputs: PlanInputs, free0: np.ndarray, p: int, need_gpus: float, stopping: np.ndarray | None = None
+) -> float:
+    """How long until ``need_gpus`` GPUs are free in pool p with no stop but ``stopping`` [J] (those
+    already found to pay; their GPUs are free now): the GPUs idle now, then the other running jobs
+    there ending by their estimates (remaining GPU-time over the gang), the job a stop would take
+    them from among them (a job that ends in an hour frees its GPUs in an hour: stopping it saves at
+    most that); the horizon if they never add up."""
     horizon_s = float(inputs.blocks.dur_s.sum())
     run_pool = inputs.job_running_pool
-    others = np.flatnonzero(run_pool == p)
-    gangs = inputs.job_gang[others]
+    on_pool = run_pool == p
+    running = np.flatnonzero(on_pool if stopping is None else on_pool & ~stopping)
+    gangs = inputs.job_gang[running]
     idle = float(free0[p]) - float(gangs.sum())
     need = need_gpus - max(idle, 0.0)
     if need <= EPS:
         return 0.0
-    others_mask = others != stopped
-    others, gangs = others[others_mask], gangs[others_mask]
-    wall = inputs.job_remaining_s[others] / np.maximum(gangs, 1.0)
+    wall = inputs.job_remaining_s[running] / np.maximum(gangs, 1.0)
     order = np.argsort(wall, kind="stable")
     freed = np.cumsum(gangs[order])
     enough = np.flatnonzero(freed + EPS >= need)

@@ -10,6 +10,7 @@ from optimizer_cases import NOW, job, pool, service, state
 from plan_checks import check_plan
 from scenario_table import Job, Pool, Scenario, Serve, Service, hold, preempt, run, run_scenario
 
+from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
 from schemas import JobAction
 
@@ -85,11 +86,21 @@ SCENARIOS = [
         want_services={"chat": Serve(gpus_at_least=6.0, says=("forecast p90 = 6.0",))},
     ),
     Scenario(
+        # quotas as a cap: the GPUs no quota covers are not lent (PlannerConfig.lend_outside_quotas)
         "quota-holds-a-job-and-says-so",
         pools=(Pool("a", 32),),
         jobs=(Job("a1", 8, team="ml", running_in="a"), Job("a2", 8, team="ml")),
         quotas={"ml": 8},
+        policy=lambda: PlannerPolicy(config=PlannerConfig(lend_outside_quotas=False)),
         want_jobs={"a2": hold("quota of 8 GPUs")},
+    ),
+    Scenario(
+        # by default the 24 GPUs outside the quota are lent: a2 runs beyond ml's quota
+        "a-team-over-its-quota-borrows-the-gpus-outside-every-quota",
+        pools=(Pool("a", 32),),
+        jobs=(Job("a1", 8, team="ml", running_in="a"), Job("a2", 8, team="ml")),
+        quotas={"ml": 8},
+        want_jobs={"a1": run("a"), "a2": run("a")},
     ),
     Scenario(
         # two non-preemptible jobs hold 12 GPUs but a failure left 8 in service: infeasible

@@ -42,7 +42,7 @@ def test_two_borrowers_share_the_idle_quota_once_and_the_owner_keeps_what_it_wan
     jobs = [job(f"nlp{i}", 4, hours=8.0, team="nlp", weight=4.0) for i in range(6)]
     jobs += [job(f"vis{i}", 4, hours=8.0, team="vision", weight=4.0) for i in range(6)]
     jobs += [job("rob0", 4, hours=8.0, team="robotics", weight=1.0)]  # wants 4 of its 16
-    decided = _decide(state([pool("a", 64)], jobs, quotas_gpus=quotas))
+    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=quotas))
     assert _gpus(decided, "rob") == 4, "robotics' own work runs, at a quarter of the borrowers' weight"
     assert _gpus(decided, "nlp") + _gpus(decided, "vis") == 8 + 8 + 12, "their quotas + the 12 idle, once"
     held = [j for j in decided.values() if j.action != JobAction.RUN]
@@ -53,7 +53,7 @@ def test_two_borrowers_share_the_idle_quota_once_and_the_owner_keeps_what_it_wan
 
 def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -> None:
     nlp = [job(f"nlp{i}", 4, hours=8.0, team="nlp", weight=4.0) for i in range(6)]
-    idle_owner = _decide(state([pool("a", 32)], nlp, quotas_gpus=QUOTAS))
+    idle_owner = _decide(state([pool("a", 24)], nlp, quotas_gpus=QUOTAS))
     assert _gpus(idle_owner, "nlp") == 24, "8 of its own + the 16 robotics leaves idle"
     running = [
         job(j.spec.job_id, 4, hours=8.0, team="nlp", weight=4.0, running_in="a")
@@ -62,7 +62,7 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
     ]
     queued = [j for j in nlp if idle_owner[j.spec.job_id].action != JobAction.RUN]
     robotics = [job(f"rob{i}", 4, hours=8.0, team="robotics", weight=1.0) for i in range(2)]
-    back = _decide(state([pool("a", 32)], running + queued + robotics, quotas_gpus=QUOTAS))
+    back = _decide(state([pool("a", 24)], running + queued + robotics, quotas_gpus=QUOTAS))
     assert _gpus(back, "rob") == 8, "robotics has the quota its work wants back, at a quarter of nlp's weight"
     assert _gpus(back, "nlp") == 16, "nlp keeps its 8 and borrows only the 8 still idle"
     held = [j for j in back.values() if j.job_id.startswith("nlp") and j.action != JobAction.RUN]
@@ -79,7 +79,7 @@ def test_a_team_runs_on_idle_quota_and_gives_it_back_when_the_owner_needs_it() -
         "rob1",
     ]
     more = _decide(
-        state([pool("a", 32)], running + queued + [job("nlp9", 4, team="nlp")], quotas_gpus=QUOTAS)
+        state([pool("a", 24)], running + queued + [job("nlp9", 4, team="nlp")], quotas_gpus=QUOTAS)
     )
     assert (
         "team nlp is at its quota of 8 GPUs (24 in use, its gang needs 4), and 16 of the 16 GPUs idle"
@@ -102,7 +102,7 @@ def test_a_reclaim_stops_the_borrower_that_loses_least_and_no_more_than_the_owne
     that has just checkpointed, not a gang of 8 with hours since its checkpoint, nor two jobs."""
     lost_h = {"n8a": 6.0, "n8b": 6.0, "n4a": 0.1, "n4b": 2.0}
     jobs = [*_borrowing_nlp(lost_h), job("rob0", 2, hours=8.0, team="robotics")]
-    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=QUOTAS))
+    decided = _decide(state([pool("a", 24)], jobs, quotas_gpus=QUOTAS))
     assert decided["rob0"].action == JobAction.RUN, decided["rob0"].reason
     stopped = sorted(j.job_id for j in decided.values() if j.action == JobAction.PREEMPT)
     assert stopped == ["n4a"], [(j.job_id, j.reason) for j in decided.values()]
@@ -120,7 +120,7 @@ def test_a_one_gpu_owner_waits_rather_than_stop_a_gang_that_would_lose_hours() -
     jobs = _borrowing_nlp(lost_h)
     jobs[3] = job("n4b", 4, hours=0.1, team="nlp", running_in="a", since_checkpoint_gpu_s=2.0 * 3600.0)
     jobs.append(job("rob0", 1, hours=8.0, team="robotics"))
-    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=QUOTAS))
+    decided = _decide(state([pool("a", 24)], jobs, quotas_gpus=QUOTAS))
     assert not [j.job_id for j in decided.values() if j.action == JobAction.PREEMPT]
     assert decided["rob0"].action != JobAction.RUN
     assert decided["rob0"].cause == "quota-lent", decided["rob0"].reason
@@ -128,3 +128,17 @@ def test_a_one_gpu_owner_waits_rather_than_stop_a_gang_that_would_lose_hours() -
         "held: team robotics is within its quota of 16 GPUs (0 in use, its gang needs 1), "
         "but other teams borrow 16 GPUs of the quotas"
     ), decided["rob0"].reason
+
+
+def test_the_gpus_outside_every_quota_are_lent_too() -> None:
+    """The quotas cover 24 of the pool's 32 GPUs: nlp (quota 8) borrows robotics' idle 16 and the 8
+    no quota covers; robotics' start takes free GPUs outside the quotas rather than reclaim its own
+    from a borrower (with the pool at 24, the same start stops the 4-GPU gang: the test above)."""
+    nlp = [job(f"nlp{i}", 4, hours=8.0, team="nlp", weight=4.0) for i in range(10)]
+    decided = _decide(state([pool("a", 32)], nlp, quotas_gpus=QUOTAS))
+    assert _gpus(decided, "nlp") == 32, "its 8, the 16 robotics leaves idle and the 8 outside the quotas"
+    lost_h = {"n8a": 6.0, "n8b": 6.0, "n4a": 0.1, "n4b": 2.0}
+    jobs = [*_borrowing_nlp(lost_h), job("rob0", 2, hours=8.0, team="robotics")]
+    decided = _decide(state([pool("a", 32)], jobs, quotas_gpus=QUOTAS))
+    assert decided["rob0"].action == JobAction.RUN, decided["rob0"].reason
+    assert not [j.job_id for j in decided.values() if j.action == JobAction.PREEMPT]

@@ -201,12 +201,14 @@ class Step0:
 
 
 def quota_idle(state: ClusterState) -> int:
-    """GPUs the quotas leave idle (nominal less what each team's queued and running jobs want)."""
+    """GPUs the quotas leave idle (nominal less what each team's queued and running jobs want),
+    plus the pools' GPUs up that no quota covers."""
     wanted = {t: 0.0 for t in state.quotas_gpus}
     for job in state.jobs:
         if job.spec.team in wanted and job.status in (JobStatus.QUEUED, JobStatus.RUNNING):
             wanted[job.spec.team] += job.spec.gpus
-    return int(sum(max(q - wanted[t], 0.0) for t, q in state.quotas_gpus.items()))
+    outside = max(sum(p.gpus_available for p in state.pools) - sum(state.quotas_gpus.values()), 0)
+    return int(sum(max(q - wanted[t], 0.0) for t, q in state.quotas_gpus.items()) + outside)
 
 
 def check_numbers(state: ClusterState, alloc: Allocation) -> None:

@@ -95,13 +95,45 @@ def test_natural_wait_counts_idle_gpus_then_jobs_ending() -> None:
         Job("long", 2, hours=5.0, running_in="a"),
     )
     inputs = _inputs(jobs)
-    victim = inputs.job_ids.index("victim")
     free0 = np.asarray([8.0])  # 6 GPUs busy: 2 idle
-    assert natural_wait_s(inputs, free0, 0, 2.0, victim) == 0.0
-    assert natural_wait_s(inputs, free0, 0, 4.0, victim) == pytest.approx(3600.0)
-    assert natural_wait_s(inputs, free0, 0, 6.0, victim) == pytest.approx(5 * 3600.0)
-    # the victim's own GPUs never count: nothing else frees 8
-    assert natural_wait_s(inputs, free0, 0, 8.0, victim) == pytest.approx(float(inputs.blocks.dur_s.sum()))
+    assert natural_wait_s(inputs, free0, 0, 2.0) == 0.0
+    assert natural_wait_s(inputs, free0, 0, 4.0) == pytest.approx(3600.0)
+    assert natural_wait_s(inputs, free0, 0, 6.0) == pytest.approx(5 * 3600.0)
+    # the victim's own end counts too: its GPUs free in 10 h without a stop
+    assert natural_wait_s(inputs, free0, 0, 8.0) == pytest.approx(10 * 3600.0)
+    # more than the pool has never frees
+    assert natural_wait_s(inputs, free0, 0, 10.0) == pytest.approx(float(inputs.blocks.dur_s.sum()))
+
+
+def test_two_stops_are_not_paid_for_by_the_same_wait() -> None:
+    # two 4-GPU jobs fill the pool for 10 h; a weight-10 start of 4 GPUs needs one of them: the
+    # cheaper stop (nothing since its checkpoint) pays, and with its GPUs free the start no longer
+    # waits, so the other (an hour of work at risk) is kept
+    jobs = (
+        Job("cheap", 4, hours=10.0, running_in="a"),
+        Job("costly", 4, hours=10.0, running_in="a", since_checkpoint_gpu_s=4 * 3600.0),
+        Job("urgent", 4, weight=10.0),
+    )
+    inputs = _inputs(jobs)
+    share0 = np.zeros((inputs.n_jobs, inputs.n_pools))
+    share0[inputs.job_ids.index("urgent"), 0] = 1.0
+    both = np.asarray(sorted(inputs.job_ids.index(j) for j in ("cheap", "costly")))
+    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    assert [inputs.job_ids[j] for j in kept] == ["costly"]
+    # a start of 8 GPUs needs both: the first stop does not make room for it, so both pay
+    inputs = _inputs((*jobs[:2], Job("urgent", 8, weight=10.0)))
+    share0[inputs.job_ids.index("urgent"), 0] = 1.0
+    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    assert kept.size == 0
+
+
+def test_no_stop_of_a_job_that_ends_soon_by_itself() -> None:
+    # the pool's other jobs run 10 h, the victim ends in 30 min: the weight-10 start would wait
+    # 30 min, which gains 9 x 1 GPU x 0.5 h x 0.75 x 0.5/24 = 253 GPU-s, less than the stop's
+    # penalty (360 GPU-s); the same victim running 10 h more is stopped
+    ending = Job("victim", 1, hours=0.5, running_in="a", started_min_ago=120.0)
+    assert _kept((*_full_pool(ending, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
+    assert not _kept((*_full_pool(LONG_VICTIM, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
 
 
 ONE_NODE = Pool("a", 8)
@@ -113,6 +145,13 @@ SCENARIOS = [
         pools=(ONE_NODE,),
         jobs=(Job("low", 8, hours=10.0, running_in="a", started_min_ago=120.0), URGENT),
         want_jobs={"low": preempt(), "urgent": run("a")},
+    ),
+    Scenario(
+        # it frees the node by itself in 30 min: the urgent gang waits for it rather than restart it
+        "a-low-weight-job-about-to-end-is-not-stopped-for-urgent-work",
+        pools=(ONE_NODE,),
+        jobs=(Job("low", 8, hours=0.5, running_in="a", started_min_ago=120.0), URGENT),
+        want_jobs={"low": run("a"), "urgent": hold()},
     ),
     Scenario(
         "a-job-started-ten-minutes-ago-is-not-stopped-again",
