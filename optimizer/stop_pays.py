@@ -139,18 +139,52 @@ def _deadlines_at_stake(
         return none, 0.0
     waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
     candidates = np.flatnonzero(waiting & (share0[:, p] > EPS) & in_reach)
-    slack_s = (inputs.job_deadline_step - steps_of_work(inputs)) * inputs.step_s
     late_gpu_s = {
-        s: min(
-            float(inputs.job_remaining_s[s]),
-            float(inputs.job_gang[s])
-            * (saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
-        )
+        s: late_by_wait_gpu_s(inputs, s, saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping))
         for s in candidates.tolist()
     }
     at_stake = np.asarray([s for s, late in late_gpu_s.items() if late > 0], dtype=np.int64)
-    price = rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
-    return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
+    return at_stake, _late_price(inputs, rules) * sum(late_gpu_s[s] for s in at_stake.tolist())
+
+
+def late_by_wait_gpu_s(inputs: PlanInputs, s: int, wait_s: float) -> float:
+    """GPU-seconds of job s's work that waiting ``wait_s`` before it starts pushes past its deadline
+    (its slack: the deadline less its work); 0 or less where the wait fits in the slack."""
+    slack_s = float(inputs.job_deadline_step[s] - steps_of_work(inputs)[s]) * inputs.step_s
+    return min(float(inputs.job_remaining_s[s]), float(inputs.job_gang[s]) * (wait_s - slack_s))
+
+
+def _late_price(inputs: PlanInputs, rules: StopRules) -> float:
+    """The plan's price (weight x GPU-second) of work left past its deadline."""
+    return rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
+
+
+def clearing_pays(
+    inputs: PlanInputs, gang_job: int, victims: list[int], wait_s: float, rules: StopRules
+) -> bool:
+    """Node clearing (optimizer/node_clearing.py, from optimizer/step0.py) judged as a stop is:
+    stopping ``victims`` (each of a lower weight) so gang ``gang_job`` starts now rather than after
+    ``wait_s`` (its nodes draining by themselves) pays only when the gang's work moved ``wait_s``
+    sooner and the victims' as much later (``value_of_sooner`` of the weight the gang has over their
+    mean, on the GPUs swapped), plus the work the wait would push past the gang's deadline (in reach,
+    where no victim has one at stake), exceeds the victims' lost work, restarts and preemption
+    penalty and the gang's start-up on those GPUs."""
+    weight, gang = inputs.job_weight, inputs.job_gang
+    victim_gpus = float(gang[victims].sum())
+    if victim_gpus <= 0 or wait_s <= 0:
+        return False
+    victim_weight = float((weight[victims] * gang[victims]).sum()) / victim_gpus
+    gpus = min(float(gang[gang_job]), victim_gpus)
+    horizon_s = float(inputs.blocks.dur_s.sum())
+    heavier_by = max(float(weight[gang_job]) - victim_weight, 0.0)
+    gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness)
+    in_reach = deadline_in_reach(inputs)
+    if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
+        gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
+    lost = inputs.job_lost_gpu_s[victims] + rules.penalty_gpu_s * gang[victims]
+    cost = float((weight[victims] * lost).sum())
+    cost += float(weight[gang_job]) * float(inputs.job_restart_s[gang_job]) * gpus
+    return gain > cost
 
 
 def saved_wait_s(
