@@ -11,7 +11,7 @@ from forecaster_synthetic import synthetic_hourly
 
 from forecaster.auto import fit_service, predict_quantiles
 from forecaster.level_shift import SHIFT_STEPS, shifted_forecast
-from forecaster.models import DayWeekBlend, to_model_space
+from forecaster.models import DayWeekBlend, SeasonalNaive, to_model_space
 
 DAYS = 16
 JUMP_GPUS = 8.0  # the level rises from about 6 to about 14 busy GPUs, never seen before
@@ -90,3 +90,25 @@ def test_leveled_blend_with_under_eight_days_levels_from_what_it_has() -> None:
     unleveled = DayWeekBlend(leveled=False).fit(short, day).predict(short, day)
     leveled = blend.fit(short, day).predict(short, day)
     assert np.allclose(leveled - unleveled, 0.5 * expected_level)
+
+
+@pytest.mark.parametrize(
+    ("where", "shift"), [("between the 90% and 98% bands", False), ("past the 98% band", True)]
+)
+def test_a_run_just_past_the_90_band_is_noise_a_move_past_the_98_band_a_shift(
+    where: str, shift: bool
+) -> None:
+    # the last SHIFT_STEPS + 1 steps lie above the 90% band (sqrt space): halfway to the 98% band's
+    # edge is persistent noise (the calibrator's to correct); twice that edge is a level shift.
+    # Seasonal naive (its forecasts from the last steps do not move with them), the bands fitted.
+    values = synthetic_hourly(DAYS + 2, seed=12)
+    at = DAYS * 24
+    offsets = fit_service(values[:at], step_s=3600, horizon_steps=24).calibrated.offsets
+    naive = SeasonalNaive().fit(to_model_space(values[:at]), 24)
+    run = SHIFT_STEPS + 1
+    p95, p99 = offsets["p95"][:run], offsets["p99"][:run]
+    assert np.all(p99 > p95)
+    z = to_model_space(values[: at + run]).copy()
+    z[-run:] = naive.predict(z[:-run], run) + (2.0 * p99 if shift else 0.5 * (p95 + p99))
+    moved = shifted_forecast(naive, z, offsets, 24, day=24, min_history=8 * 24)
+    assert (moved is not None) is shift, where
