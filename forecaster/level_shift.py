@@ -10,8 +10,10 @@ steps lies beyond the calibrated 90% band on the same side (the criterion the Fo
 for drift) and their median miss lies beyond the 98% band (a run just past the 90% band's edge
 is persistent noise, the calibrator's to correct), the level has moved n steps ago (n: the
 longest such run, up to a day): the forecast is then the model's forecast from before the move,
-continued, plus the median miss since the move. Referring both to the state before the move counts the shift once, however much the model
-already adapted. Otherwise nothing changes. Pure (sqrt space, as the models).
+continued, plus the median miss since the move. Referring both to the state before the move
+counts the shift once, however much the model already adapted (and the planner's calibrator adds
+only what the forecast has not moved, optimizer/calibration.py). Otherwise nothing changes. Pure
+(sqrt space, as the models).
 """
 
 from __future__ import annotations
