@@ -23,11 +23,6 @@ once in 70 steps. The same margin is
   only after the autoscaler has seen the rise and the replica has loaded, so each rise past what
   is kept goes unserved for that long, and stops a borrower besides.
 
-At 843e4ef the plan's margin was the change between consecutive step means at the SLO
-quantile and the kept one a newsvendor level (0.70 for a 60 s start-up); both were below the moves
-that happen within a step and its start-up, and ebbtide fell short where an HPA holding 43% above
-demand did not (README, SLO shortfall).
-
 Pure: functions of the demand history and the settings.
 """
 
