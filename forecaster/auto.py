@@ -44,9 +44,12 @@ DAY_S = 24 * 3600
 HOUR_S = 3600
 DEFAULT_MAX_ORIGINS = 14
 FALLBACK_WIDEN = 1.5
-SHIFT_HISTORY_DAYS = 8
-"""Days of history every candidate can forecast from (the leveled day-week blend needs eight):
-the level-shift check forecasts from a few steps back, so it runs only with this much."""
+SHIFT_HISTORY_DAYS = 7
+"""Days of history every candidate can forecast from (the day-week blends need a week; the
+leveled one levels from what it has beyond a week): the level-shift check forecasts from up to a
+day back, so it runs with this much before that day. (It was eight, as much as the leveled blend
+selects on: with a state that keeps eight days of demand, as the simulator's does, the check never
+ran.)"""
 
 
 @dataclass(frozen=True)

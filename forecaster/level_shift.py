@@ -7,10 +7,13 @@ adaptive model (Holt-Winters) moves only part of the way at first. At every step
 (forecaster/auto.py ``predict_quantiles``) the model's own forecasts of the last steps, made from
 just before them, are compared with what happened. When each of at least ``SHIFT_STEPS`` latest
 steps lies beyond the calibrated 90% band on the same side (the criterion the ForecastBank uses
-for drift), the level has moved n steps ago (n: the longest such run, up to a day): the forecast
-is then the model's forecast from before the move, continued, plus the median miss since the
-move. Referring both to the state before the move counts the shift once, however much the model
-already adapted. Otherwise nothing changes. Pure (sqrt space, as the models).
+for drift) and their median miss lies beyond the 98% band (a run just past the 90% band's edge
+is persistent noise, the calibrator's to correct), the level has moved n steps ago (n: the
+longest such run, up to a day): the forecast is then the model's forecast from before the move,
+continued, plus the median miss since the move. Referring both to the state before the move
+counts the shift once, however much the model already adapted (and the planner's calibrator adds
+only what the forecast has not moved, optimizer/calibration.py). Otherwise nothing changes. Pure
+(sqrt space, as the models).
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ def _beyond(misses: Array, low: Array, high: Array) -> int:
     if np.all(misses < low[: misses.size]):
         return -1
     return 0
+
+
+def _beyond_noise(misses: Array, offsets: dict[str, Array]) -> bool:
+    """Whether the typical (median) miss of the run lies beyond the 98% band on its side: a run
+    just past the 90% band's edge is noise that persists for a while, which the planner's
+    calibrator corrects by how much of a miss persists (optimizer/calibration.py); a level shift
+    is a move the band has no room for. (Without a 98% band, the 90% band's.)"""
+    typical = float(np.median(misses))
+    key = ("p99" if "p99" in offsets else "p95") if typical > 0 else ("p01" if "p01" in offsets else "p05")
+    edge = float(np.median(np.abs(_band(offsets, key, misses.size))))
+    return abs(typical) > edge
 
 
 def _band(offsets: dict[str, Array], key: str, size: int) -> Array:
@@ -64,7 +78,7 @@ def shifted_forecast(
         if side == 0 or (found and side != int(np.sign(misses[0]))):
             break
         found, misses = n, run
-    if not found:
+    if not found or not _beyond_noise(misses, offsets):
         return None
     continued = fitted.predict(z[:-found], found + horizon, steps_since_fit - found)[found:]
     return np.asarray(continued + float(np.median(misses)), dtype=float)

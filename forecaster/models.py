@@ -124,7 +124,9 @@ class SeasonalMean(_RuleModel):
 class DayWeekBlend(_RuleModel):
     """Half yesterday, half the same step last week; ``leveled`` shifts last week's value by how
     much the last day differs from the same day a week earlier (keeps the weekly shape, follows
-    ramp-ups)."""
+    ramp-ups). With under eight days (the level-shift check forecasts from a few steps back,
+    forecaster/level_shift.py) the level compares only the latest steps that have a week before
+    them, and none with exactly a week."""
 
     def __init__(self, leveled: bool) -> None:
         self.leveled = leveled
@@ -136,8 +138,10 @@ class DayWeekBlend(_RuleModel):
     def rule(self, z: Array, day: int, horizon: int) -> Array:
         week = 7 * day
         last_week = _weekly_lag(z, day, horizon)
-        if self.leveled:
-            last_week = last_week + (z[-day:].mean() - z[z.size - week - day : z.size - week].mean())
+        compared = min(day, z.size - week)  # latest steps with a week of history before them
+        if self.leveled and compared > 0:
+            level = z[-compared:].mean() - z[z.size - week - compared : z.size - week].mean()
+            last_week = last_week + level
         return 0.5 * _daily_lag(z, day, horizon) + 0.5 * last_week
 
 

@@ -20,6 +20,13 @@ and non-increasing in k (0 until enough misses are scored). Each new forecast is
 quantile alike, by phi_(h+1) x the last miss at lead h (up to ``persist_steps``), and the band
 factor above is scored on the shifted forecasts, so a band is narrowed only as far as the
 corrected forecast earns.
+
+The correction is only what the source has not already made: a source that follows a miss itself
+(the forecaster's level-shift check, forecaster/level_shift.py, or a level refitted on the latest
+steps) revises its forecast of a step between one issue and the next, and that revision, where it
+goes the way of the miss, is taken off the shift (a shift the source follows in full shifts
+nothing more; without this the shift was counted twice). A source that does not revise (seasonal
+naive) gets the whole correction.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ class _Issued:
     step: int  # absolute index of the forecast's first step
     p50: list[float]  # [lead] after the level correction (what the plan used)
     upper: list[float]  # [lead] at the SLO quantile, after the level correction
-    source_p50_first: float  # the source's own p50 for its first step
+    source_p50: list[float]  # the source's own p50, before the level correction, first leads
 
 
 class _ServiceRecord:
@@ -70,6 +77,14 @@ def _shifted(values: list[float], shift: list[float]) -> list[float]:
     return [
         total if (total := value + lift) > 0.0 else 0.0 for value, lift in zip(values, shift, strict=False)
     ]
+
+
+def _not_yet_followed(correction: float, revision: float) -> float:
+    """The part of ``correction`` the source's own ``revision`` has not made: the correction less
+    a revision the same way, never past zero (a revision the other way takes nothing off)."""
+    if correction > 0.0:
+        return correction - min(max(revision, 0.0), correction)
+    return correction - max(min(revision, 0.0), correction)
 
 
 class BandCalibrator:
@@ -112,12 +127,12 @@ class BandCalibrator:
             forecast = forecasts.get(name)
             if forecast is not None and forecast.step_s == step_s:
                 key = key if key in forecast.quantiles else "p90"
-                source_p50_first = float(forecast.curve("p50")[0])
+                source_p50 = [float(v) for v in forecast.curve("p50")[: self.persist_steps + 1]]
                 forecast = adjusted[name] = self._level_corrected(record, forecast, step_now)
                 lead = min(self.lead_steps, forecast.horizon_steps)
                 p50 = [float(v) for v in forecast.curve("p50")[:lead]]
                 upper = [float(v) for v in forecast.curve(key)[:lead]]
-                record.issued.append(_Issued(step_now, p50, upper, source_p50_first))
+                record.issued.append(_Issued(step_now, p50, upper, source_p50))
             factors[name] = self._factor(record, quantile_level(key))
         return adjusted, factors
 
@@ -152,7 +167,8 @@ class BandCalibrator:
         if cached is None or step_now - cached[0] >= self.persistence_refresh_steps:
             cached = record.phi_cache = (step_now, self.persistence(record).tolist())
         # a few values per curve: plain floats cost less than numpy calls (same arithmetic)
-        shift = [phi * last_miss for phi in cached[1]]
+        revised = self._source_revision(record, forecast, step_now)
+        shift = [_not_yet_followed(phi * last_miss, rev) for phi, rev in zip(cached[1], revised, strict=True)]
         if not any(shift):
             return forecast
         span = min(len(shift), forecast.horizon_steps)
@@ -160,6 +176,20 @@ class BandCalibrator:
             key: _shifted(values, shift) + values[span:] for key, values in forecast.quantiles.items()
         }
         return forecast.model_copy(update={"quantiles": quantiles})
+
+    def _source_revision(
+        self, record: _ServiceRecord, forecast: DemandForecast, step_now: int
+    ) -> list[float]:
+        """How far the source moved its p50 of each of the next ``persist_steps`` steps since its
+        forecast of the step before (0 where that forecast is missing or did not reach the step)."""
+        revised = [0.0] * self.persist_steps
+        previous = record.issued[-1] if record.issued else None
+        if previous is None or previous.step != step_now - 1:
+            return revised
+        now_p50 = forecast.curve("p50")
+        for h in range(min(self.persist_steps, len(previous.source_p50) - 1, len(now_p50))):
+            revised[h] = float(now_p50[h]) - previous.source_p50[h + 1]
+        return revised
 
     def _score(self, record: _ServiceRecord, history: list[float], step_now: int) -> None:
         """Score every recorded forecast step whose demand the history now holds."""
@@ -170,7 +200,7 @@ class BandCalibrator:
             for issued in record.issued:
                 h = step - issued.step
                 if h == 0:
-                    record.remember_miss(step, demand - issued.source_p50_first)
+                    record.remember_miss(step, demand - issued.source_p50[0])
                 if 0 <= h < len(issued.p50):
                     band = issued.upper[h] - issued.p50[h]
                     if band > 1e-6:

@@ -56,13 +56,13 @@ class PlannerConfig:
     nowcast_steps: int = 4
     """Leading steps whose demand is at least the last observed demand (covers forecast misses)."""
     peak_margin: bool = True
-    """Size capacity for a step's peak, not its mean: the plan covers the forecast plus the change
-    between step means at the SLO quantile, and a service lending headroom keeps ready the part
-    that a late take-back would cost more than it lends (optimizer/peak_margin.py)."""
-    autoscaler_reaction_s: float = 60.0
-    """Seconds a service's autoscaler needs to see a rise in demand and ask for replicas (an HPA's
-    metrics resolution and sync period), before their start-up: how late a take-back of lent GPUs
-    comes (optimizer/peak_margin.py)."""
+    """Size capacity for the demand until the next decision, not a step's mean: the plan covers the
+    forecast plus the move demand makes within a step and a replica's start-up, and a service
+    lending headroom keeps that move ready above its demand now (optimizer/peak_margin.py)."""
+    peak_margin_z: float = 2.2
+    """That move in robust standard deviations of the service's own moves over the last day (from
+    each step mean, the largest change to either of the next two; 1.4826 x their median): at 2.2 a
+    normally distributed move passes it about once in 70 steps."""
     max_preemptions_per_step: int = 8
     min_run_s: float = 1800.0
     """A running job is not stopped for other jobs within this long of its (re)start (hysteresis:
@@ -112,7 +112,7 @@ class PlannerConfig:
             "interference_cost": self.interference_cost,
             "max_preemptions_per_step": self.max_preemptions_per_step,
             "nowcast_steps": self.nowcast_steps,
-            "autoscaler_reaction_s": self.autoscaler_reaction_s,
+            "peak_margin_z": self.peak_margin_z,
             "min_run_s": self.min_run_s,
         }
         for name, number in non_negative.items():

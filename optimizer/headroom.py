@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loop import Decision
-from optimizer.peak_margin import TakeBack, kept_margin_gpus
+from optimizer.peak_margin import peak_margin_gpus
 from optimizer.plan_build import rewrite_step0
 from schemas import (
     ClusterState,
@@ -130,15 +130,16 @@ def lend_headroom(
     decision: Decision,
     state: ClusterState,
     forecasts: Mapping[str, DemandForecast],
-    take_back: TakeBack | None = None,
+    margin_z: float | None = None,
     kept_before: Mapping[str, Kept] | None = None,
 ) -> Decision:
     """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
-    ``take_back``: what a late take-back costs (from PlannerConfig), when each service keeps ready
-    the margin a late take-back would cost more than it lends (optimizer/peak_margin.py); None: it
-    keeps only its demand now. ``kept_before``: the GPUs each service kept (did not lend) in the
-    last decision; a service running more now took lent GPUs back within that step, and keeps
-    them rather than lend them again at once (its demand rose past what it kept)."""
+    ``margin_z``: each service keeps ready, beyond its demand now, the move its demand makes before
+    the next decision at this many robust standard deviations (PlannerConfig.peak_margin_z,
+    optimizer/peak_margin.py), rather than lend it; None: it keeps only its demand now.
+    ``kept_before``: the GPUs each service kept (did not lend) in the last decision; a service
+    running more now took lent GPUs back within that step, and keeps them rather than lend them
+    again at once (its demand rose past what it kept)."""
     allocation = decision.allocation
     if allocation.fallback:
         return decision
@@ -147,9 +148,7 @@ def lend_headroom(
     step_s = state.step_s
     pools = {p.name: p for p in state.pools}
     services = {s.spec.service: s for s in state.services}
-    lendable = _lendable(
-        allocation.services, pools, services, forecasts, step_s, take_back, kept_before or {}
-    )
+    lendable = _lendable(allocation.services, pools, services, forecasts, step_s, margin_z, kept_before or {})
     if not lendable:
         return decision
     jobs = {j.spec.job_id: j for j in state.jobs}
@@ -165,7 +164,7 @@ def _lendable(
     services: Mapping[str, ServiceState],
     forecasts: Mapping[str, DemandForecast],
     step_s: int,
-    take_back: TakeBack | None,
+    margin_z: float | None,
     kept_before: Mapping[str, Kept],
 ) -> dict[tuple[str, str], _Lendable]:
     by_service: dict[str, list[ServiceDecision]] = defaultdict(list)
@@ -176,11 +175,7 @@ def _lendable(
         service = services.get(name)
         if service is None:
             continue
-        margin = (
-            0.0
-            if take_back is None
-            else kept_margin_gpus(service.spec, service.demand_history, step_s, take_back)
-        )
+        margin = 0.0 if margin_z is None else peak_margin_gpus(service.demand_history, margin_z)
         need = kept_need_gpus(service, forecasts.get(name), step_s, margin)
         if need is None:
             continue

@@ -50,7 +50,6 @@ from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
 from optimizer.nodes import NodeHolds
-from optimizer.peak_margin import TakeBack
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
@@ -220,12 +219,9 @@ class PlannerPolicy:
         """Lending and bursting into idle GPUs are extras: on any failure the plan stands without
         them, and the failure is logged with its traceback (it is a bug, not a plan)."""
         if self.config.lend_headroom:
-            config = self.config
-            take_back = None
-            if config.peak_margin:
-                take_back = TakeBack(config.shortfall_penalty, config.autoscaler_reaction_s)
+            margin_z = self.config.peak_margin_z if self.config.peak_margin else None
             try:
-                decision = lend_headroom(decision, state, forecasts, take_back, self._kept)
+                decision = lend_headroom(decision, state, forecasts, margin_z, self._kept)
             except Exception:
                 _log.exception("lending headroom failed; the plan stands without it")
         if self.config.burst_into_idle:

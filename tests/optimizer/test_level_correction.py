@@ -93,3 +93,32 @@ def test_the_plan_covers_the_corrected_level() -> None:
     reserved = sum(s.gpus for s in decision.allocation.services if s.service == "chat")
     # the source's p90 says 12; demand has stayed 15-16 all along
     assert reserved >= 16.0
+
+
+def _follow(calibrator: BandCalibrator, source_p50_at, steps: int) -> DemandForecast:
+    """Demand 15 throughout; the source forecasts ``source_p50_at(t)`` flat at step t."""
+    history: list[float] = []
+    adjusted = None
+    for t in range(steps):
+        p50 = source_p50_at(t)
+        fc = _forecast(p50, p50 + 4.0, t)
+        adjusted = calibrator.adjust(
+            _state(list(history), t), {"chat": fc}, NOW + timedelta(seconds=900 * t)
+        )[0]["chat"]
+        history.append(15.0)
+    assert adjusted is not None
+    return adjusted
+
+
+def test_a_miss_the_source_has_followed_is_not_corrected_again() -> None:
+    # 40 steps 5 GPUs under (the whole miss persists: phi = 1); at step 40 the source itself moves
+    # to the demand (a level shift it detected): the calibrator adds nothing on top of that move
+    followed = _follow(BandCalibrator(min_scored=8, persist_steps=8), lambda t: 10.0 if t < 40 else 15.0, 41)
+    assert np.allclose(followed.curve("p50"), 15.0)  # before: 20 on the first 8 steps (counted twice)
+    # a source that moved 3 of the 5 GPUs gets the 2 it has not moved
+    partly = _follow(BandCalibrator(min_scored=8, persist_steps=8), lambda t: 10.0 if t < 40 else 13.0, 41)
+    assert np.allclose(partly.curve("p50")[:8], 15.0)
+    assert np.allclose(partly.curve("p50")[8:], 13.0)
+    # a source that moved the other way is corrected by the whole persisting miss, not more
+    away = _follow(BandCalibrator(min_scored=8, persist_steps=8), lambda t: 10.0 if t < 40 else 9.0, 41)
+    assert np.allclose(away.curve("p50")[:8], 14.0)

@@ -4,46 +4,31 @@ not cutting replicas its autoscaler just added (optimizer/service_inputs.py)."""
 
 from __future__ import annotations
 
+import math
+
 from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
-from optimizer.peak_margin import (
-    TakeBack,
-    keep_level,
-    kept_margin_gpus,
-    plan_margin_gpus,
-    step_change_quantile,
-)
+from optimizer.peak_margin import ROBUST_SIGMA, move_scale, moves, peak_margin_gpus
 from optimizer.planner import PlannerPolicy
-from schemas import JobAction, ServiceSpec
+from schemas import JobAction
 
 
-def test_step_change_quantile_reads_the_recent_changes() -> None:
-    # changes of 1 GPU, one of 5: the median is 1, the top of the distribution 5
-    history = [10.0, 11.0, 10.0, 11.0, 10.0, 15.0, 14.0, 13.0, 14.0]
-    assert step_change_quantile(history, 0.5) == 1.0
-    assert step_change_quantile(history, 0.99) == 5.0
-    assert step_change_quantile(history, 0.99, window=3) == 1.0  # only the last three changes
-    assert step_change_quantile([7.0], 0.9) == 0.0
-    assert step_change_quantile(history, 0.0) == 0.0
+def test_moves_span_the_next_two_steps_and_their_scale_ignores_a_burst() -> None:
+    # from each step mean, the largest change to the next two: a burst of 20 moves only two of them
+    history = [10.0, 10.0, 10.0, 12.0, 12.0, 14.0, 34.0, 14.0]
+    assert moves(history) == [0.0, 2.0, 2.0, 2.0, 22.0, 20.0]
+    assert move_scale(history) == ROBUST_SIGMA * 2.0  # the upper median: the burst does not inflate it
+    assert move_scale(history, window=2) == ROBUST_SIGMA * 22.0  # only the last two moves
+    assert move_scale([7.0, 8.0]) == 0.0  # no step with two after it yet
+    assert peak_margin_gpus(history, 2.5) == 2.5 * ROBUST_SIGMA * 2.0
+    alternating = [8.0, 12.0] * 10  # each step moves 4 from the last, though every other returns
+    assert move_scale(alternating) == ROBUST_SIGMA * 4.0
 
 
 def test_flat_demand_needs_no_margin() -> None:
-    spec = ServiceSpec(service="chat", slo_quantile="p99", startup_s=120.0)
-    assert plan_margin_gpus(spec, [8.0] * 100) == 0.0
-    assert kept_margin_gpus(spec, [8.0] * 100, 900, TakeBack(25.0, 60.0)) == 0.0
-
-
-def test_keep_level_weighs_a_late_take_back_against_an_idle_step() -> None:
-    slow = ServiceSpec(service="a", slo_quantile="p90", startup_s=90.0)
-    fast = ServiceSpec(service="b", slo_quantile="p90", startup_s=30.0)
-    # keep while the chance of a rise past it is above step_s / (penalty x (reaction + startup))
-    assert keep_level(slow, 900, TakeBack(25.0, 60.0)) == 1.0 - 900 / (25.0 * 150.0)
-    assert keep_level(fast, 900, TakeBack(25.0, 0.0)) == 0.0  # a 30 s take-back is not worth a step
-    assert keep_level(fast, 900, TakeBack(25.0, 60.0)) == 1.0 - 900 / (25.0 * 90.0)
-    assert keep_level(slow, 900, TakeBack(1e6, 60.0)) == 0.9  # never beyond the SLO quantile
-    assert keep_level(slow, 900, TakeBack(0.0, 60.0)) == 0.0
+    assert peak_margin_gpus([8.0] * 100, 2.5) == 0.0
 
 
 def _busy_state(history: list[float], jobs=(), replicas: int = 12):
@@ -68,7 +53,9 @@ def test_the_plan_covers_the_peak_inside_a_step() -> None:
     )
     check_plan(cluster, on, 96, 900)
     assert _chat_gpus(off) == 12.0  # the nowcast floor: the last step's 12
-    assert _chat_gpus(on) == 12.0 + 4.0  # plus the change between step means at p90
+    # plus peak_margin_z robust standard deviations of its moves (4 GPUs each), in whole replicas
+    margin = PlannerConfig().peak_margin_z * ROBUST_SIGMA * 4.0
+    assert 12.0 + margin <= _chat_gpus(on) <= math.ceil(12.0 + margin) + 1
 
 
 def test_idle_gpus_raise_the_burst_ceiling_and_nothing_else() -> None:
@@ -134,3 +121,23 @@ def test_replicas_the_autoscaler_added_are_not_cut_at_the_next_step() -> None:
     assert sum(s.gpus for s in policy.decide(scaled, flat, scaled.as_of).allocation.services) >= 14
     # a planner that gave it 14 itself, or never decided before, plans from the forecast alone
     assert sum(s.gpus for s in PlannerPolicy().decide(scaled, flat, scaled.as_of).allocation.services) < 14
+
+
+def test_a_rising_service_keeps_ready_what_it_reaches_before_the_next_decision() -> None:
+    # chat rises 0.2 GPUs a step all day; its forecast misses the ramp (flat at the last step's
+    # mean, with a wide band the plan reserves and lends). The last mean is centred half a step
+    # back: by the end of the next step, when replicas asked for then start loading, demand is
+    # 1.5 steps of the ramp above it. What chat keeps ready (does not lend) must already cover it.
+    history = [10.0 + 0.2 * i for i in range(100)]
+    now = history[-1]
+    jobs = [job(f"w{i}", 1, weight=1.0, hours=8.0) for i in range(30)]
+    chat = service("chat", slo_quantile="p90", replicas={"a": 32}, startup_s=60.0).model_copy(
+        update={"demand_history": history}
+    )
+    cluster = state([pool("a", 64)], jobs, [chat])
+    flat = {"chat": forecast("chat", [now] * 96, spread=10.0)}
+    allocation = PlannerPolicy().decide(cluster, flat, cluster.as_of).allocation
+    assert any(j.borrows_from == "chat" for j in allocation.jobs)  # the rest of the band is lent
+    kept = sum(s.gpus for s in allocation.services if s.service == "chat")
+    assert kept >= now + 1.5 * 0.2
+    assert kept >= now + peak_margin_gpus(history, PlannerConfig().peak_margin_z)

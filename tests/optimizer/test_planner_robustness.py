@@ -12,7 +12,9 @@ from optimizer_cases import NOW, forecast, job, pool, service, state
 from plan_checks import check_plan
 
 from optimizer.calibration import BandCalibrator
+from optimizer.config import PlannerConfig
 from optimizer.nodes import NodeBook
+from optimizer.peak_margin import peak_margin_gpus
 from optimizer.planner import PlannerPolicy
 from schemas import ClusterState, JobAction
 
@@ -131,8 +133,10 @@ def test_planner_reserves_the_narrowed_band() -> None:
         decision = policy.decide(cluster, {"chat": fc}, now)
         history.append(10.0 + 3.0 * (t % 2))
     reserved = sum(s.gpus for s in decision.allocation.services if s.service == "chat")
-    # p99 says 40; the misses (at most 3 above the median of 10) say far less
-    assert reserved < 25.0
+    # p99 says 40; the misses (at most 3 above the median of 10) say far less: the demand the plan
+    # covers, less the margin for the moves before the next decision (optimizer/peak_margin.py)
+    margin = peak_margin_gpus(history[:-1], PlannerConfig().peak_margin_z)
+    assert reserved - margin < 22.0
     assert "band x" in next(s.reason for s in decision.allocation.services if s.service == "chat")
 
 
