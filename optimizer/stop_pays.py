@@ -166,9 +166,11 @@ def clearing_pays(
     stopping ``victims`` (each of a lower weight) so gang ``gang_job`` starts now rather than after
     ``wait_s`` (its nodes draining by themselves) pays only when the gang's work moved ``wait_s``
     sooner and the victims' as much later (``value_of_sooner`` of the weight the gang has over their
-    mean, on the GPUs swapped), plus the work the wait would push past the gang's deadline (in reach,
-    where no victim has one at stake), exceeds the victims' lost work, restarts and preemption
-    penalty and the gang's start-up on those GPUs."""
+    mean, on the GPUs swapped), plus the GPUs of the gang's nodes that idle now (its gang less the
+    GPUs swapped): the nodes held for the gang keep them idle while they drain (optimizer/step0.py),
+    GPU-time lost for good and priced at the victims' weight (the work those nodes run), plus the work
+    the wait would push past the gang's deadline (in reach, where no victim has one at stake), exceeds
+    the victims' lost work, restarts and preemption penalty and the gang's start-up on those GPUs."""
     weight, gang = inputs.job_weight, inputs.job_gang
     victim_gpus = float(gang[victims].sum())
     if victim_gpus <= 0 or wait_s <= 0:
@@ -178,6 +180,7 @@ def clearing_pays(
     horizon_s = float(inputs.blocks.dur_s.sum())
     heavier_by = max(float(weight[gang_job]) - victim_weight, 0.0)
     gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness)
+    gain += victim_weight * (float(gang[gang_job]) - gpus) * wait_s  # held idle while the nodes drain
     in_reach = deadline_in_reach(inputs)
     if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
         gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)

@@ -95,6 +95,29 @@ SCENARIOS = [
         jobs=(*six_gpu_jobs(hours_left=1.0), replace(SWEEP, deadline_min=150.0)),
         want_jobs={"sweep": run("a"), "wide-0": preempt(), "wide-1": run("a")},
     ),
+    # ... nor where a hold would keep idle the node's 5 free GPUs for the hour it drains: the 3-GPU
+    # job's half hour of lost work is worth less than those 5 GPU-hours
+    Scenario(
+        "gang-clears-a-node-whose-free-gpus-a-hold-would-keep-idle",
+        pools=(Pool("a", 16, gpus_per_node=8, free_by_node=(5, 4), node_names=("n0", "n1")),),
+        jobs=(
+            *(
+                Job(
+                    f"narrow-{i}",
+                    gpus,
+                    hours=3.0,
+                    running_in="a",
+                    nodes={node: gpus},
+                    restart_cost_s=60.0,
+                    since_checkpoint_gpu_s=1800.0 * gpus,
+                    checkpoint_interval_s=3600.0,
+                )
+                for i, (node, gpus) in enumerate((("n0", 3), ("n1", 4)))
+            ),
+            Job("wide-sweep", 8, weight=3.0, hours=2.0),
+        ),
+        want_jobs={"wide-sweep": run("a"), "narrow-0": preempt(), "narrow-1": run("a")},
+    ),
     # the same stop pays where the nodes would not drain for ten hours
     Scenario(
         "gang-clears-a-node-whose-job-runs-for-ten-hours-more",
