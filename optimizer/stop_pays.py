@@ -28,7 +28,10 @@ would stop for it; otherwise each is judged against the starts' natural wait.
 A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
 its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
-start also counts as heavier than any job without that at stake, as the plan ranks it. Pure.
+start also counts as heavier than any job without that at stake, as the plan ranks it.
+
+Node clearing (stops so a gang the plan starts finds whole nodes; optimizer/node_clearing.py) is
+judged by the same value of time and the same costs (``clearing_pays``). Pure.
 """
 
 from __future__ import annotations
