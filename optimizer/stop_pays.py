@@ -173,7 +173,8 @@ def clearing_pays(
     GPUs swapped): the nodes held for the gang keep them idle while they drain (optimizer/step0.py),
     GPU-time lost for good and priced at the victims' weight (the work those nodes run), plus the work
     the wait would push past the gang's deadline (in reach, where no victim has one at stake), exceeds
-    the victims' lost work, restarts and preemption penalty and the gang's start-up on those GPUs."""
+    the victims' lost work, restarts and preemption penalty. The gang's own start-up is no cost of
+    the clearing: it is paid whether the gang starts now or when the nodes have drained."""
     weight, gang = inputs.job_weight, inputs.job_gang
     victim_gpus = float(gang[victims].sum())
     if victim_gpus <= 0 or wait_s <= 0:
@@ -189,8 +190,7 @@ def clearing_pays(
         gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
     lost = inputs.job_lost_gpu_s[victims] + rules.penalty_gpu_s * gang[victims]
     cost = float((weight[victims] * lost).sum())
-    cost += float(weight[gang_job]) * float(inputs.job_restart_s[gang_job]) * gpus
-    return gain > cost
+    return gain > cost  # (the gang's start-up is paid whether it starts now or after the wait)
 
 
 def saved_wait_s(
