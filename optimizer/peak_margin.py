@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 MARGIN_WINDOW_STEPS = 96
 """Steps of history the margin is read from (one day of 15-minute steps)."""
 
@@ -50,22 +52,26 @@ def move_steps(startup_s: float, step_s: int) -> int:
     return max(MOVE_STEPS, math.ceil(1.5 + startup_s / step_s - 1e-9))
 
 
-def moves(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_STEPS) -> list[float]:
+def moves(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_STEPS) -> np.ndarray:
     """For each of the last ``window`` step means of ``history`` that has ``span`` after it: the
     largest absolute change from it to any of them (GPUs, oldest first)."""
-    recent = history[-(window + span) :]
-    return [
-        max(abs(recent[i + k] - recent[i]) for k in range(1, span + 1)) for i in range(len(recent) - span)
-    ]
+    recent = np.asarray(history[-(window + span) :], dtype=float)
+    n = recent.size - span
+    if n <= 0:
+        return np.zeros(0)
+    largest: np.ndarray = np.abs(recent[1 : 1 + n] - recent[:n])
+    for k in range(2, span + 1):
+        largest = np.maximum(largest, np.abs(recent[k : k + n] - recent[:n]))
+    return largest
 
 
 def move_scale(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_STEPS) -> float:
     """Robust standard deviation (GPUs) of the moves of ``history`` (see ``moves``): ROBUST_SIGMA
     x their median, the upper one of an even count (0 with too short a history)."""
-    ordered = sorted(moves(history, span, window))
-    if not ordered:
+    ordered = np.sort(moves(history, span, window))
+    if not ordered.size:
         return 0.0
-    return ROBUST_SIGMA * ordered[len(ordered) // 2]
+    return ROBUST_SIGMA * float(ordered[ordered.size // 2])
 
 
 def peak_margin_gpus(history: Sequence[float], z: float, span: int) -> float:

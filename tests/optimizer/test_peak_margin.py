@@ -18,7 +18,7 @@ from schemas import JobAction
 def test_moves_span_the_next_two_steps_and_their_scale_ignores_a_burst() -> None:
     # from each step mean, the largest change to the next two: a burst of 20 moves only two of them
     history = [10.0, 10.0, 10.0, 12.0, 12.0, 14.0, 34.0, 14.0]
-    assert moves(history, 2) == [0.0, 2.0, 2.0, 2.0, 22.0, 20.0]
+    assert moves(history, 2).tolist() == [0.0, 2.0, 2.0, 2.0, 22.0, 20.0]
     assert move_scale(history, 2) == ROBUST_SIGMA * 2.0  # the upper median: the burst does not inflate it
     assert move_scale(history, 2, window=2) == ROBUST_SIGMA * 22.0  # only the last two moves
     assert move_scale([7.0, 8.0], 2) == 0.0  # no step with two after it yet
