@@ -6,9 +6,11 @@ Forecasts and the demand history are per step (mean busy GPUs), but the SLO is m
 every moment: demand moves from one step's level to the next's within the step and peaks above the
 step's mean, and capacity asked for at a step serves only after the replica's start-up. What is
 ready at a decision must carry the service until the next one: the last observed step mean is
-centred half a step back, and the step ends one step on, so the move that matters spans about one
-and a half steps. It is read from the service's own recent past: from each step mean, the largest
-change to either of the next ``MOVE_STEPS`` (two) step means.
+centred half a step back, the step ends one step on, and a replica asked for at the decision serves
+only after its start-up, so the move that matters spans one and a half steps plus the start-up
+(``move_steps``: two steps for a start-up of up to half a step, three for a 10-minute one on
+15-minute steps). It is read from the service's own recent past: from each step mean, the largest
+change to any of the step means that span ahead.
 
 The margin is ``z`` robust standard deviations of that move: 1.4826 x its median absolute size
 over the last day (the median, so bursts in the history do not inflate it; a quantile near the top
@@ -28,38 +30,52 @@ Pure: functions of the demand history and the settings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 MARGIN_WINDOW_STEPS = 96
 """Steps of history the margin is read from (one day of 15-minute steps)."""
 
 MOVE_STEPS = 2
-"""Step means ahead of an observed one that the move spans (see the module docstring)."""
+"""Step means ahead of an observed one that the move spans where the start-up is short (see
+``move_steps``)."""
 
 ROBUST_SIGMA = 1.4826
 """Standard deviation of a normal distribution per unit of its median absolute deviation."""
 
 
-def moves(history: Sequence[float], window: int = MARGIN_WINDOW_STEPS) -> list[float]:
-    """For each of the last ``window`` step means of ``history`` that has ``MOVE_STEPS`` after it:
-    the largest absolute change from it to any of them (GPUs, oldest first)."""
-    recent = history[-(window + MOVE_STEPS) :]
-    return [
-        max(abs(recent[i + k] - recent[i]) for k in range(1, MOVE_STEPS + 1))
-        for i in range(len(recent) - MOVE_STEPS)
-    ]
+def move_steps(startup_s: float, step_s: int) -> int:
+    """Steps ahead the move spans: from the last observed step mean (centred half a step back) to the
+    next decision (one step on) plus a replica's start-up, rounded up."""
+    return max(MOVE_STEPS, math.ceil(1.5 + startup_s / step_s - 1e-9))
 
 
-def move_scale(history: Sequence[float], window: int = MARGIN_WINDOW_STEPS) -> float:
+def moves(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_STEPS) -> np.ndarray:
+    """For each of the last ``window`` step means of ``history`` that has ``span`` after it: the
+    largest absolute change from it to any of them (GPUs, oldest first)."""
+    recent = np.asarray(history[-(window + span) :], dtype=float)
+    n = recent.size - span
+    if n <= 0:
+        return np.zeros(0)
+    largest: np.ndarray = np.abs(recent[1 : 1 + n] - recent[:n])
+    for k in range(2, span + 1):
+        largest = np.maximum(largest, np.abs(recent[k : k + n] - recent[:n]))
+    return largest
+
+
+def move_scale(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_STEPS) -> float:
     """Robust standard deviation (GPUs) of the moves of ``history`` (see ``moves``): ROBUST_SIGMA
     x their median, the upper one of an even count (0 with too short a history)."""
-    ordered = sorted(moves(history, window))
-    if not ordered:
+    ordered = np.sort(moves(history, span, window))
+    if not ordered.size:
         return 0.0
-    return ROBUST_SIGMA * ordered[len(ordered) // 2]
+    return ROBUST_SIGMA * float(ordered[ordered.size // 2])
 
 
-def peak_margin_gpus(history: Sequence[float], z: float) -> float:
+def peak_margin_gpus(history: Sequence[float], z: float, span: int) -> float:
     """GPUs above a service's demand now (or its forecast) that its demand reaches before the next
-    decision, at ``z`` robust standard deviations of its moves."""
-    return z * move_scale(history)
+    decision and a replica's start-up (``span``: ``move_steps``), at ``z`` robust standard deviations
+    of its moves."""
+    return z * move_scale(history, span)

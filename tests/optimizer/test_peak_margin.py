@@ -10,7 +10,7 @@ from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan
 
 from optimizer.config import PlannerConfig
-from optimizer.peak_margin import ROBUST_SIGMA, move_scale, moves, peak_margin_gpus
+from optimizer.peak_margin import ROBUST_SIGMA, move_scale, move_steps, moves, peak_margin_gpus
 from optimizer.planner import PlannerPolicy
 from schemas import JobAction
 
@@ -18,17 +18,27 @@ from schemas import JobAction
 def test_moves_span_the_next_two_steps_and_their_scale_ignores_a_burst() -> None:
     # from each step mean, the largest change to the next two: a burst of 20 moves only two of them
     history = [10.0, 10.0, 10.0, 12.0, 12.0, 14.0, 34.0, 14.0]
-    assert moves(history) == [0.0, 2.0, 2.0, 2.0, 22.0, 20.0]
-    assert move_scale(history) == ROBUST_SIGMA * 2.0  # the upper median: the burst does not inflate it
-    assert move_scale(history, window=2) == ROBUST_SIGMA * 22.0  # only the last two moves
-    assert move_scale([7.0, 8.0]) == 0.0  # no step with two after it yet
-    assert peak_margin_gpus(history, 2.5) == 2.5 * ROBUST_SIGMA * 2.0
+    assert moves(history, 2).tolist() == [0.0, 2.0, 2.0, 2.0, 22.0, 20.0]
+    assert move_scale(history, 2) == ROBUST_SIGMA * 2.0  # the upper median: the burst does not inflate it
+    assert move_scale(history, 2, window=2) == ROBUST_SIGMA * 22.0  # only the last two moves
+    assert move_scale([7.0, 8.0], 2) == 0.0  # no step with two after it yet
+    assert peak_margin_gpus(history, 2.5, 2) == 2.5 * ROBUST_SIGMA * 2.0
     alternating = [8.0, 12.0] * 10  # each step moves 4 from the last, though every other returns
-    assert move_scale(alternating) == ROBUST_SIGMA * 4.0
+    assert move_scale(alternating, 2) == ROBUST_SIGMA * 4.0
+
+
+def test_the_move_spans_a_slow_replica_start_up() -> None:
+    """A 10-minute start-up on 15-minute steps: a replica asked for now serves 1.5 steps plus 0.67
+    after the last observed step mean's centre, so the move spans three steps, not two; start-ups
+    of up to half a step keep two."""
+    assert [move_steps(s, 900) for s in (0.0, 60.0, 450.0, 600.0, 1800.0)] == [2, 2, 2, 3, 4]
+    ramp = [float(i) for i in range(20)]  # one GPU a step
+    assert moves(ramp, 3)[0] == 3.0
+    assert peak_margin_gpus(ramp, 2.0, 3) == 2.0 * ROBUST_SIGMA * 3.0
 
 
 def test_flat_demand_needs_no_margin() -> None:
-    assert peak_margin_gpus([8.0] * 100, 2.5) == 0.0
+    assert peak_margin_gpus([8.0] * 100, 2.5, 2) == 0.0
 
 
 def _busy_state(history: list[float], jobs=(), replicas: int = 12):
@@ -140,4 +150,4 @@ def test_a_rising_service_keeps_ready_what_it_reaches_before_the_next_decision()
     assert any(j.borrows_from == "chat" for j in allocation.jobs)  # the rest of the band is lent
     kept = sum(s.gpus for s in allocation.services if s.service == "chat")
     assert kept >= now + 1.5 * 0.2
-    assert kept >= now + peak_margin_gpus(history, PlannerConfig().peak_margin_z)
+    assert kept >= now + peak_margin_gpus(history, PlannerConfig().peak_margin_z, 2)
