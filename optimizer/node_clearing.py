@@ -4,10 +4,11 @@ The relaxed plan counts GPUs per pool, so a gang it starts may find the pool's f
 over partly used nodes. Where the state says which nodes hold which running jobs, the nodes that
 are cheapest to empty are chosen: each candidate job (preemptible, checkpointing, past its
 minimum run, of a lower weight than the gang) costs its weight times the work it would lose (since
-its checkpoint, plus its restart and the preemption penalty) and the work it would do on its GPUs
-while the gang waits (optimizer/step0.py). Nodes are emptied cheapest first until the gang fits,
-inference packed anew on what is left as the cluster does; the stops are worth it only if they
-cost less than the gang's weighted GPU-time of waiting for the nodes to drain by themselves. Pure.
+its checkpoint, plus its restart and the preemption penalty; optimizer/step0.py). Nodes are emptied
+cheapest first until the gang fits, inference packed anew on what is left as the cluster does.
+Whether those stops are worth it is judged as any stop is (optimizer/stop_pays.py's
+``clearing_pays``: the value of the gang's work done sooner than its wait for the nodes to drain by
+themselves, against the work the stops lose). Pure.
 """
 
 from __future__ import annotations
@@ -34,12 +35,11 @@ def cheapest_clearing(
     candidates: list[Candidate],
     *,
     budget_jobs: int,
-    max_cost: float,
 ) -> list[Candidate] | None:
     """The cheapest set of candidates (nodes emptied cheapest first) whose stop lets ``gang`` fit
     on ``job_free`` with ``inference_gpus`` packed on the fullest nodes; None if no set within
-    ``budget_jobs`` jobs and ``max_cost`` does."""
-    if budget_jobs <= 0 or max_cost <= 0:
+    ``budget_jobs`` jobs does."""
+    if budget_jobs <= 0:
         return None
     by_node: dict[int, list[Candidate]] = {}
     for c in candidates:
@@ -55,8 +55,7 @@ def cheapest_clearing(
     for i in emptiable:
         for c in by_node[i]:
             chosen.setdefault(c.job, c)
-        total = sum(c.cost for c in chosen.values())
-        if len(chosen) > budget_jobs or total >= max_cost:
+        if len(chosen) > budget_jobs:
             return None
         trial = list(job_free)
         for c in chosen.values():

@@ -18,9 +18,10 @@ stopped job's work since its checkpoint. Where the state says which nodes hold w
 jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
 starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
 checkpointing jobs past their minimum run, of a lower weight than the gang, each costing its weight
-times the work it would lose and what it would make while the gang waits; worth it only below the
-gang's weighted wait for the nodes to drain). Running jobs the plan wants out stay unless the stop
-pays for itself (optimizer/stop_pays.py). Failing that it
+times the work it would lose; worth it only where the stops pay for themselves as any stop does,
+against the gang's wait for the nodes to drain: optimizer/stop_pays.py's ``clearing_pays``).
+Running jobs the plan wants out stay unless the stop pays for itself (optimizer/stop_pays.py).
+Failing that it
 holds the nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so
 they drain for it; the same nodes are held again at the next decisions (the planner hands the holds
 back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work
@@ -48,7 +49,7 @@ from optimizer.quota import (
 )
 from optimizer.step0_kept import Plan0, kept_by_plan
 from optimizer.step0_outcome import Blocked, Step0Outcome
-from optimizer.stop_pays import StopRules
+from optimizer.stop_pays import StopRules, clearing_pays
 from schemas import DecisionCause
 
 EPS = 1e-6
@@ -70,12 +71,11 @@ def round_step0(
     never let a node drain; what the placement saw, for the reasons)."""
     rules = rules or StopRules(penalty_gpu_s=preemption_penalty_gpu_s)
     plan = kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
-    early = rules.earliness
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
     if not stopped.any():
         budget = max_preemptions
-        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, earliness=early)
+        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, rules=rules)
         return placed.result()
     # place once backfilling only work above the stopped jobs' weight, to see which stops free
     # GPUs for something; withdraw the others, then place again with full backfill
@@ -89,12 +89,12 @@ def round_step0(
         budget,
         preemption_penalty_gpu_s,
         backfill_above=above,
-        earliness=early,
+        rules=rules,
     )
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
     plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
-    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, earliness=early).result()
+    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, rules=rules).result()
 
 
 def _withdraw_idle_preemptions(
@@ -135,13 +135,15 @@ def _place(
     penalty_gpu_s: float,
     *,
     backfill_above: float = -math.inf,
-    earliness: float = 0.75,
+    rules: StopRules | None = None,
 ) -> _Step0:
     """Step 0 placement: the kept running jobs, then the plan's starts (clearing or holding nodes
     for a gang that fits none), then backfill of jobs weighing more than ``backfill_above``. Up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
     costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
-    step0 = _Step0.empty(inputs, free0, clear_budget, penalty_gpu_s, earliness)
+    step0 = _Step0.empty(
+        inputs, free0, clear_budget, penalty_gpu_s, rules or StopRules(penalty_gpu_s=penalty_gpu_s)
+    )
     step0.place_kept(plan)
     step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
     step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
@@ -167,7 +169,7 @@ class _Step0:
     penalty_gpu_s: float
     dip_step: list[int]  # per pool: the first step its capacity dips (steps in the horizon: never)
     quota: list[float]  # per team: its nominal quota (inf: none)
-    earliness: float = 0.75  # the plan's value of work done sooner (StopRules), for reclaims
+    rules: StopRules = field(default_factory=StopRules)  # how a stop is valued (clearing, reclaims)
     reclaimable: np.ndarray | None = None  # [J] running jobs a reclaim may stop (not pinned, not fresh)
     released: dict[int, list[int]] = field(default_factory=dict)  # stopped job -> nodes its GPUs were on
     top_weight: dict[tuple[int, int], float] = field(
@@ -178,7 +180,7 @@ class _Step0:
 
     @classmethod
     def empty(
-        cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float, earliness: float
+        cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float, rules: StopRules
     ) -> _Step0:
         # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
         # the last choice for starting it: the window would stop it and its work since checkpoint.
@@ -195,7 +197,7 @@ class _Step0:
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
             penalty_gpu_s=penalty_gpu_s,
-            earliness=earliness,
+            rules=rules,
             dip_step=[step or dips.shape[1] for step in dips.argmax(axis=1).tolist()],
         )
 
@@ -305,7 +307,7 @@ class _Step0:
         if (
             chosen is None
             or len(chosen) > self.clear_budget
-            or not reclaim_pays(need, chosen, borrowers, horizon_s, self.earliness)
+            or not reclaim_pays(need, chosen, borrowers, horizon_s, self.rules.earliness)
         ):
             self.outcome.blocked[j] = Blocked(DecisionCause.QUOTA_LENT, p)
             return False
@@ -363,12 +365,11 @@ class _Step0:
         most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
         return Blocked(DecisionCause.POOL_FULL, most)
 
-    def _clearing_candidates(self, j: int, p: int, plan: Plan0, wait_s: float) -> list[Candidate]:
+    def _clearing_candidates(self, j: int, p: int, plan: Plan0) -> list[Candidate]:
         """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
         their minimum run, on known nodes, and of a lower weight (never work of equal or higher
-        value for a gang); each costs its weight x (lost work + the work it would do on its GPUs
-        while the gang waits ``wait_s`` for the nodes to drain: what the nodes make without the
-        stop). A job that cannot checkpoint would lose all its work for a gain that rests on
+        value for a gang); each costs its weight x (lost work + the preemption penalty). A job
+        that cannot checkpoint would lose all its work for a gain that rests on
         estimated drain times: the gang waits for the nodes instead."""
         inputs = self.inputs
         weight = inputs.job_weight
@@ -376,7 +377,7 @@ class _Step0:
         stoppable = (
             running_here & inputs.job_preemptible & inputs.job_checkpoints & ~plan.pinned & ~plan.fresh
         )
-        lost = inputs.job_lost_gpu_s + (self.penalty_gpu_s + wait_s) * inputs.job_gang
+        lost = inputs.job_lost_gpu_s + self.penalty_gpu_s * inputs.job_gang
         return [
             Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
             for v in np.flatnonzero(stoppable).tolist()
@@ -394,7 +395,8 @@ class _Step0:
         return min(drains[count - 1], horizon_s)
 
     def clear_for(self, j: int, p: int, plan: Plan0) -> bool:
-        """Stop the cheapest lower-weight jobs whose nodes then take gang j (see node_clearing)."""
+        """Stop the cheapest lower-weight jobs whose nodes then take gang j, if the stops pay for
+        themselves (see node_clearing)."""
         job_free = self.nodes.job_free[p]
         g = self._gang(j)
         if job_free is None or self.clear_budget <= 0 or self.cap[p] + EPS < g or not self._within_quota(j):
@@ -406,11 +408,10 @@ class _Step0:
             self.nodes.inference_gpus[p],
             per_node,
             int(g),
-            self._clearing_candidates(j, p, plan, wait_s),
+            self._clearing_candidates(j, p, plan),
             budget_jobs=self.clear_budget,
-            max_cost=float(self.inputs.job_weight[j]) * g * wait_s,
         )
-        if chosen is None:
+        if chosen is None or not clearing_pays(self.inputs, j, [c.job for c in chosen], wait_s, self.rules):
             return False
         job_free = list(job_free)
         for c in chosen:

@@ -28,7 +28,10 @@ would stop for it; otherwise each is judged against the starts' natural wait.
 A start with a deadline in reach (optimizer/deadlines.py's ``deadline_in_reach``) that waiting for
 its gang's GPUs to free by themselves would push past its deadline gains more: the plan's price of
 its work left late (PlannerConfig.deadline_penalty) on the GPU-hours the wait pushes past it. Such a
-start also counts as heavier than any job without that at stake, as the plan ranks it. Pure.
+start also counts as heavier than any job without that at stake, as the plan ranks it.
+
+Node clearing (stops so a gang the plan starts finds whole nodes; optimizer/node_clearing.py) is
+judged by the same value of time and the same costs (``clearing_pays``). Pure.
 """
 
 from __future__ import annotations
@@ -139,18 +142,55 @@ def _deadlines_at_stake(
         return none, 0.0
     waiting = (inputs.job_running_pool < 0) & (inputs.job_remaining_s > 0)
     candidates = np.flatnonzero(waiting & (share0[:, p] > EPS) & in_reach)
-    slack_s = (inputs.job_deadline_step - steps_of_work(inputs)) * inputs.step_s
     late_gpu_s = {
-        s: min(
-            float(inputs.job_remaining_s[s]),
-            float(inputs.job_gang[s])
-            * (saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping) - float(slack_s[s])),
-        )
+        s: late_by_wait_gpu_s(inputs, s, saved_wait_s(inputs, free0, p, float(inputs.job_gang[s]), stopping))
         for s in candidates.tolist()
     }
     at_stake = np.asarray([s for s, late in late_gpu_s.items() if late > 0], dtype=np.int64)
-    price = rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
-    return at_stake, price * sum(late_gpu_s[s] for s in at_stake.tolist())
+    return at_stake, _late_price(inputs, rules) * sum(late_gpu_s[s] for s in at_stake.tolist())
+
+
+def late_by_wait_gpu_s(inputs: PlanInputs, s: int, wait_s: float) -> float:
+    """GPU-seconds of job s's work that waiting ``wait_s`` before it starts pushes past its deadline
+    (its slack: the deadline less its work); 0 or less where the wait fits in the slack."""
+    slack_s = float(inputs.job_deadline_step[s] - steps_of_work(inputs)[s]) * inputs.step_s
+    return min(float(inputs.job_remaining_s[s]), float(inputs.job_gang[s]) * (wait_s - slack_s))
+
+
+def _late_price(inputs: PlanInputs, rules: StopRules) -> float:
+    """The plan's price (weight x GPU-second) of work left past its deadline."""
+    return rules.deadline_penalty * inputs.max_weight * (1.0 + rules.earliness)
+
+
+def clearing_pays(
+    inputs: PlanInputs, gang_job: int, victims: list[int], wait_s: float, rules: StopRules
+) -> bool:
+    """Node clearing (optimizer/node_clearing.py, from optimizer/step0.py) judged as a stop is:
+    stopping ``victims`` (each of a lower weight) so gang ``gang_job`` starts now rather than after
+    ``wait_s`` (its nodes draining by themselves) pays only when the gang's work moved ``wait_s``
+    sooner and the victims' as much later (``value_of_sooner`` of the weight the gang has over their
+    mean, on the GPUs swapped), plus the GPUs of the gang's nodes that idle now (its gang less the
+    GPUs swapped): the nodes held for the gang keep them idle while they drain (optimizer/step0.py),
+    GPU-time lost for good and priced at the victims' weight (the work those nodes run), plus the work
+    the wait would push past the gang's deadline (in reach, where no victim has one at stake), exceeds
+    the victims' lost work, restarts and preemption penalty. The gang's own start-up is no cost of
+    the clearing: it is paid whether the gang starts now or when the nodes have drained."""
+    weight, gang = inputs.job_weight, inputs.job_gang
+    victim_gpus = float(gang[victims].sum())
+    if victim_gpus <= 0 or wait_s <= 0:
+        return False
+    victim_weight = float((weight[victims] * gang[victims]).sum()) / victim_gpus
+    gpus = min(float(gang[gang_job]), victim_gpus)
+    horizon_s = float(inputs.blocks.dur_s.sum())
+    heavier_by = max(float(weight[gang_job]) - victim_weight, 0.0)
+    gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness)
+    gain += victim_weight * (float(gang[gang_job]) - gpus) * wait_s  # held idle while the nodes drain
+    in_reach = deadline_in_reach(inputs)
+    if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
+        gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
+    lost = inputs.job_lost_gpu_s[victims] + rules.penalty_gpu_s * gang[victims]
+    cost = float((weight[victims] * lost).sum())
+    return gain > cost  # (the gang's start-up is paid whether it starts now or after the wait)
 
 
 def saved_wait_s(

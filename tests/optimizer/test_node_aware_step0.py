@@ -5,8 +5,10 @@ tests/scenario_table.py); below it, unit tests of the node book and the clearing
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from scenario_table import Job, Pool, Scenario, build_state, preempt, run, run_scenario
+from scenario_table import Job, Pool, Scenario, build_state, hold, preempt, run, run_scenario
 
 from optimizer.inputs import running_job_nodes
 from optimizer.node_clearing import Candidate, cheapest_clearing
@@ -35,6 +37,27 @@ def small_jobs(checkpoints_gpu_s: tuple[float, ...]) -> tuple[Job, ...]:
 
 URGENT_GANG = Job("urgent", 8, weight=10.0, hours=2.0)
 
+
+def six_gpu_jobs(hours_left: float) -> tuple[Job, ...]:
+    """A 6-GPU job of weight 1 on each node (2 GPUs free on each), half an hour of work since its
+    checkpoint, ending ``hours_left`` from now (it started two hours ago)."""
+    return tuple(
+        Job(
+            f"wide-{i}",
+            6,
+            hours=2.0 + hours_left,
+            running_in="a",
+            nodes={node: 6},
+            restart_cost_s=60.0,
+            since_checkpoint_gpu_s=1800.0 * 6,
+            checkpoint_interval_s=3600.0,
+        )
+        for i, node in enumerate(("n0", "n1"))
+    )
+
+
+SWEEP = Job("sweep", 4, weight=3.0, hours=2.0)
+
 SCENARIOS = [
     Scenario(
         "gang-starts-on-n1-whose-jobs-just-checkpointed",
@@ -56,6 +79,52 @@ SCENARIOS = [
             **{f"small-{i}": run("a") for i in range(3, 6)},
         },
     ),
+    # node clearing is judged as any stop is (optimizer/stop_pays.py's clearing_pays): the sweep's
+    # work an hour sooner is worth far less than the half hour of work a stop loses, so it holds
+    # nodes and waits for them to drain
+    Scenario(
+        "gang-waits-for-nodes-that-drain-within-the-hour-rather-than-stop-a-job",
+        pools=(TWO_NODES_WITH_2_FREE,),
+        jobs=(*six_gpu_jobs(hours_left=1.0), SWEEP),
+        want_jobs={"sweep": hold(), "wide-0": run("a"), "wide-1": run("a")},
+    ),
+    # ... but not where the hour's wait would push the sweep's work past its deadline
+    Scenario(
+        "gang-clears-a-node-where-waiting-for-it-would-miss-its-deadline",
+        pools=(TWO_NODES_WITH_2_FREE,),
+        jobs=(*six_gpu_jobs(hours_left=1.0), replace(SWEEP, deadline_min=150.0)),
+        want_jobs={"sweep": run("a"), "wide-0": preempt(), "wide-1": run("a")},
+    ),
+    # ... nor where a hold would keep idle the node's 5 free GPUs for the hour it drains: the 3-GPU
+    # job's half hour of lost work is worth less than those 5 GPU-hours
+    Scenario(
+        "gang-clears-a-node-whose-free-gpus-a-hold-would-keep-idle",
+        pools=(Pool("a", 16, gpus_per_node=8, free_by_node=(5, 4), node_names=("n0", "n1")),),
+        jobs=(
+            *(
+                Job(
+                    f"narrow-{i}",
+                    gpus,
+                    hours=3.0,
+                    running_in="a",
+                    nodes={node: gpus},
+                    restart_cost_s=60.0,
+                    since_checkpoint_gpu_s=1800.0 * gpus,
+                    checkpoint_interval_s=3600.0,
+                )
+                for i, (node, gpus) in enumerate((("n0", 3), ("n1", 4)))
+            ),
+            Job("wide-sweep", 8, weight=3.0, hours=2.0),
+        ),
+        want_jobs={"wide-sweep": run("a"), "narrow-0": preempt(), "narrow-1": run("a")},
+    ),
+    # the same stop pays where the nodes would not drain for ten hours
+    Scenario(
+        "gang-clears-a-node-whose-job-runs-for-ten-hours-more",
+        pools=(TWO_NODES_WITH_2_FREE,),
+        jobs=(*six_gpu_jobs(hours_left=10.0), SWEEP),
+        want_jobs={"sweep": run("a"), "wide-0": preempt(), "wide-1": run("a")},
+    ),
 ]
 
 
@@ -76,14 +145,13 @@ def test_cheapest_clearing_repacks_inference_and_respects_limits() -> None:
     # node 0: one job (cost 5); node 1: two jobs (cost 1 + 1); node 2: 4 GPUs of a pinned job
     candidates = [Candidate(0, {0: 8}, 5.0), Candidate(1, {1: 4}, 1.0), Candidate(2, {1: 4}, 1.0)]
     job_free = [0, 0, 4]
-    chosen = cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=4, max_cost=100.0)
+    chosen = cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=4)
     assert chosen is not None and sorted(c.job for c in chosen) == [1, 2]
     # four GPUs of inference take node 2's free GPUs, so one emptied node is still enough
-    assert cheapest_clearing(job_free, 4, 8, 8, candidates, budget_jobs=4, max_cost=100.0) is not None
+    assert cheapest_clearing(job_free, 4, 8, 8, candidates, budget_jobs=4) is not None
     # one emptied node plus the room inference leaves is not enough for 16 GPUs with 8 of inference
-    assert cheapest_clearing(job_free, 8, 8, 16, candidates, budget_jobs=4, max_cost=100.0) is None
-    assert cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=1, max_cost=100.0) is None
-    assert cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=4, max_cost=2.0) is None
+    assert cheapest_clearing(job_free, 8, 8, 16, candidates, budget_jobs=4) is None
+    assert cheapest_clearing(job_free, 0, 8, 8, candidates, budget_jobs=1) is None
 
 
 def test_held_nodes_take_backfill_that_ends_before_they_drain() -> None:
