@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loop import Decision
-from optimizer.peak_margin import move_steps, peak_margin_gpus
+from optimizer.peak_margin import peak_margin_gpus
 from optimizer.plan_build import rewrite_step0
 from schemas import (
     ClusterState,
@@ -177,8 +177,7 @@ def _lendable(
             continue
         margin = 0.0
         if margin_z is not None:
-            span = move_steps(service.spec.startup_s, step_s)
-            margin = peak_margin_gpus(service.demand_history, margin_z, span)
+            margin = peak_margin_gpus(service.demand_history, margin_z, service.spec.startup_s, step_s)
         need = kept_need_gpus(service, forecasts.get(name), step_s, margin)
         if need is None:
             continue

@@ -47,6 +47,11 @@ class Blocks:
         dur_s.flags.writeable = False
         return dur_s
 
+    @cached_property
+    def horizon_s(self) -> float:
+        """Seconds in the whole horizon."""
+        return float(self.dur_s.sum())
+
 
 def make_blocks(config: PlannerConfig, horizon_steps: int, step_s: int) -> Blocks:
     starts: list[int] = []

@@ -74,8 +74,8 @@ def move_scale(history: Sequence[float], span: int, window: int = MARGIN_WINDOW_
     return ROBUST_SIGMA * float(ordered[ordered.size // 2])
 
 
-def peak_margin_gpus(history: Sequence[float], z: float, span: int) -> float:
+def peak_margin_gpus(history: Sequence[float], z: float, startup_s: float, step_s: int) -> float:
     """GPUs above a service's demand now (or its forecast) that its demand reaches before the next
-    decision and a replica's start-up (``span``: ``move_steps``), at ``z`` robust standard deviations
-    of its moves."""
-    return z * move_scale(history, span)
+    decision and a replica's start-up (``startup_s``; the span: ``move_steps``), at ``z`` robust
+    standard deviations of its moves."""
+    return z * move_scale(history, move_steps(startup_s, step_s))

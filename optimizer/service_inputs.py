@@ -14,7 +14,7 @@ import numpy as np
 from forecaster.naive import seasonal_naive
 from optimizer.config import PlannerConfig
 from optimizer.interference import InterferenceCurve
-from optimizer.peak_margin import move_steps, peak_margin_gpus
+from optimizer.peak_margin import peak_margin_gpus
 from schemas import ClusterState, DemandForecast
 
 
@@ -113,7 +113,7 @@ def service_demand(
             lead = min(max(config.nowcast_steps, 1), steps)
             demand[s, :lead] = np.maximum(demand[s, :lead], scaled_up_gpus[spec.service])
         if config.peak_margin:
-            span = move_steps(spec.startup_s, config.step_s)
-            demand[s] += peak_margin_gpus(service.demand_history, config.peak_margin_z, span)
+            z = config.peak_margin_z
+            demand[s] += peak_margin_gpus(service.demand_history, z, spec.startup_s, config.step_s)
         models.append(model)
     return demand, models

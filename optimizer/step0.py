@@ -49,7 +49,7 @@ from optimizer.quota import (
 )
 from optimizer.step0_kept import Plan0, kept_by_plan
 from optimizer.step0_outcome import Blocked, Step0Outcome
-from optimizer.stop_pays import StopRules, clearing_pays
+from optimizer.stop_pays import StopRules, clearing_pays, stop_cost_gpu_s
 from schemas import DecisionCause
 
 EPS = 1e-6
@@ -75,26 +75,17 @@ def round_step0(
     stopped = running & ~plan.keep
     if not stopped.any():
         budget = max_preemptions
-        placed = _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, rules=rules)
+        placed = _place(inputs, plan, free0, svc_gpus0, budget, rules)
         return placed.result()
     # place once backfilling only work above the stopped jobs' weight, to see which stops free
     # GPUs for something; withdraw the others, then place again with full backfill
     above = float(inputs.job_weight[stopped].min())
     budget = max(max_preemptions - int(stopped.sum()), 0)
-    first = _place(
-        inputs,
-        plan,
-        free0,
-        svc_gpus0,
-        budget,
-        preemption_penalty_gpu_s,
-        backfill_above=above,
-        rules=rules,
-    )
+    first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
     keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
     plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
-    return _place(inputs, plan, free0, svc_gpus0, budget, preemption_penalty_gpu_s, rules=rules).result()
+    return _place(inputs, plan, free0, svc_gpus0, budget, rules).result()
 
 
 def _withdraw_idle_preemptions(
@@ -132,18 +123,15 @@ def _place(
     free0: np.ndarray,
     svc_gpus0: np.ndarray,
     clear_budget: int,
-    penalty_gpu_s: float,
+    rules: StopRules,
     *,
     backfill_above: float = -math.inf,
-    rules: StopRules | None = None,
 ) -> _Step0:
     """Step 0 placement: the kept running jobs, then the plan's starts (clearing or holding nodes
     for a gang that fits none), then backfill of jobs weighing more than ``backfill_above``. Up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
-    costing its weight times its lost work plus ``penalty_gpu_s`` per GPU)."""
-    step0 = _Step0.empty(
-        inputs, free0, clear_budget, penalty_gpu_s, rules or StopRules(penalty_gpu_s=penalty_gpu_s)
-    )
+    costing ``stop_cost_gpu_s``)."""
+    step0 = _Step0.empty(inputs, free0, clear_budget, rules)
     step0.place_kept(plan)
     step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
     step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
@@ -166,10 +154,9 @@ class _Step0:
     nodes: NodeBook
     node_detail: bool  # some pool reports its nodes
     clear_budget: int  # running jobs that may still be stopped to clear nodes
-    penalty_gpu_s: float
     dip_step: list[int]  # per pool: the first step its capacity dips (steps in the horizon: never)
     quota: list[float]  # per team: its nominal quota (inf: none)
-    rules: StopRules = field(default_factory=StopRules)  # how a stop is valued (clearing, reclaims)
+    rules: StopRules  # how a stop is valued (its cost, clearing, reclaims)
     reclaimable: np.ndarray | None = None  # [J] running jobs a reclaim may stop (not pinned, not fresh)
     released: dict[int, list[int]] = field(default_factory=dict)  # stopped job -> nodes its GPUs were on
     top_weight: dict[tuple[int, int], float] = field(
@@ -179,9 +166,7 @@ class _Step0:
     outcome: Step0Outcome = field(default_factory=Step0Outcome)  # what the reasons quote
 
     @classmethod
-    def empty(
-        cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, penalty_gpu_s: float, rules: StopRules
-    ) -> _Step0:
+    def empty(cls, inputs: PlanInputs, free0: np.ndarray, clear_budget: int, rules: StopRules) -> _Step0:
         # A pool whose capacity dips (a maintenance window, a drain) before a job would finish is
         # the last choice for starting it: the window would stop it and its work since checkpoint.
         # (argmax is 0 only for a pool that never dips: step 0 cannot dip below itself)
@@ -196,7 +181,6 @@ class _Step0:
             nodes=NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node)),
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
-            penalty_gpu_s=penalty_gpu_s,
             rules=rules,
             dip_step=[step or dips.shape[1] for step in dips.argmax(axis=1).tolist()],
         )
@@ -303,7 +287,7 @@ class _Step0:
         need = Reclaim(team, g, p, cap_short, short, weight, startup_s)
         borrowers = self._borrowers()
         chosen = cheapest_reclaim(self.used, self.quota, need, borrowers)
-        horizon_s = float(inputs.blocks.dur_s.sum())
+        horizon_s = inputs.blocks.horizon_s
         if (
             chosen is None
             or len(chosen) > self.clear_budget
@@ -325,7 +309,7 @@ class _Step0:
         if self.reclaimable is not None:
             running &= self.reclaimable
         gang = inputs.job_gang
-        cost = inputs.job_weight * (inputs.job_lost_gpu_s + self.penalty_gpu_s * gang)
+        cost = stop_cost_gpu_s(inputs, self.rules)
         ends_s = inputs.job_remaining_s / np.maximum(gang, 1.0)
         return [
             Borrower(
@@ -377,9 +361,9 @@ class _Step0:
         stoppable = (
             running_here & inputs.job_preemptible & inputs.job_checkpoints & ~plan.pinned & ~plan.fresh
         )
-        lost = inputs.job_lost_gpu_s + self.penalty_gpu_s * inputs.job_gang
+        cost = stop_cost_gpu_s(inputs, self.rules)
         return [
-            Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(weight[v]) * float(lost[v]))
+            Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(cost[v]))
             for v in np.flatnonzero(stoppable).tolist()
             if inputs.job_ids[v] in inputs.job_nodes and weight[v] < weight[j]
         ]
@@ -387,7 +371,7 @@ class _Step0:
     def _drain_wait_s(self, j: int, p: int) -> float:
         """How long gang j would wait for pool p's nodes to drain by themselves (unknown: the horizon)."""
         inputs, nodes = self.inputs, self.nodes
-        horizon_s = float(inputs.blocks.dur_s.sum())
+        horizon_s = inputs.blocks.horizon_s
         count = max(-(-int(self._gang(j)) // inputs.pool_gpus_per_node[p]), 1)
         drains = sorted(nodes.drain_s[p].get(i, 0.0) for i in range(len(nodes.job_free[p] or ())))
         if nodes.unknown[p] or len(drains) < count:

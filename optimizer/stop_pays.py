@@ -98,12 +98,20 @@ def _pays(
     gpus = min(float(gang[j]), starter_gpus)
     wait_s = saved_wait_s(inputs, free0, p, starter_gpus, stopping)
     # the heavier work moves ``wait_s`` earlier, the stopped job's as much later
-    horizon_s = float(inputs.blocks.dur_s.sum())
+    horizon_s = inputs.blocks.horizon_s
     heavier_by = max(starter_weight - float(weight[j]), 0.0)
     gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness) + deadline_gain
-    cost = float(weight[j]) * (float(inputs.job_lost_gpu_s[j]) + rules.penalty_gpu_s * float(gang[j]))
+    cost = float(stop_cost_gpu_s(inputs, rules)[j])
     cost += starter_weight * starter_startup_s * gpus
     return gain > cost
+
+
+def stop_cost_gpu_s(inputs: PlanInputs, rules: StopRules) -> np.ndarray:
+    """[J] what stopping each job costs (weight x GPU-seconds): its weight x (its work since the last
+    checkpoint + its restart + the preemption penalty on its GPUs). Used by the stop rule, node
+    clearing and quota reclaims (optimizer/step0.py)."""
+    lost: np.ndarray = inputs.job_weight * (inputs.job_lost_gpu_s + rules.penalty_gpu_s * inputs.job_gang)
+    return lost
 
 
 def value_of_sooner(weight: float, gpus: float, sooner_s: float, horizon_s: float, earliness: float) -> float:
@@ -181,15 +189,14 @@ def clearing_pays(
         return False
     victim_weight = float((weight[victims] * gang[victims]).sum()) / victim_gpus
     gpus = min(float(gang[gang_job]), victim_gpus)
-    horizon_s = float(inputs.blocks.dur_s.sum())
+    horizon_s = inputs.blocks.horizon_s
     heavier_by = max(float(weight[gang_job]) - victim_weight, 0.0)
     gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness)
     gain += victim_weight * (float(gang[gang_job]) - gpus) * wait_s  # held idle while the nodes drain
     in_reach = deadline_in_reach(inputs)
     if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
         gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
-    lost = inputs.job_lost_gpu_s[victims] + rules.penalty_gpu_s * gang[victims]
-    cost = float((weight[victims] * lost).sum())
+    cost = float(stop_cost_gpu_s(inputs, rules)[victims].sum())
     return gain > cost  # (the gang's start-up is paid whether it starts now or after the wait)
 
 
@@ -211,7 +218,7 @@ def natural_wait_s(
     there ending by their estimates (remaining GPU-time over the gang), the job a stop would take
     them from among them (a job that ends in an hour frees its GPUs in an hour: stopping it saves at
     most that); the horizon if they never add up."""
-    horizon_s = float(inputs.blocks.dur_s.sum())
+    horizon_s = inputs.blocks.horizon_s
     run_pool = inputs.job_running_pool
     on_pool = run_pool == p
     running = np.flatnonzero(on_pool if stopping is None else on_pool & ~stopping)

@@ -22,7 +22,7 @@ def test_moves_span_the_next_two_steps_and_their_scale_ignores_a_burst() -> None
     assert move_scale(history, 2) == ROBUST_SIGMA * 2.0  # the upper median: the burst does not inflate it
     assert move_scale(history, 2, window=2) == ROBUST_SIGMA * 22.0  # only the last two moves
     assert move_scale([7.0, 8.0], 2) == 0.0  # no step with two after it yet
-    assert peak_margin_gpus(history, 2.5, 2) == 2.5 * ROBUST_SIGMA * 2.0
+    assert peak_margin_gpus(history, 2.5, 60.0, 900) == 2.5 * ROBUST_SIGMA * 2.0
     alternating = [8.0, 12.0] * 10  # each step moves 4 from the last, though every other returns
     assert move_scale(alternating, 2) == ROBUST_SIGMA * 4.0
 
@@ -34,11 +34,11 @@ def test_the_move_spans_a_slow_replica_start_up() -> None:
     assert [move_steps(s, 900) for s in (0.0, 60.0, 450.0, 600.0, 1800.0)] == [2, 2, 2, 3, 4]
     ramp = [float(i) for i in range(20)]  # one GPU a step
     assert moves(ramp, 3)[0] == 3.0
-    assert peak_margin_gpus(ramp, 2.0, 3) == 2.0 * ROBUST_SIGMA * 3.0
+    assert peak_margin_gpus(ramp, 2.0, 600.0, 900) == 2.0 * ROBUST_SIGMA * 3.0
 
 
 def test_flat_demand_needs_no_margin() -> None:
-    assert peak_margin_gpus([8.0] * 100, 2.5, 2) == 0.0
+    assert peak_margin_gpus([8.0] * 100, 2.5, 60.0, 900) == 0.0
 
 
 def _busy_state(history: list[float], jobs=(), replicas: int = 12):
@@ -150,4 +150,4 @@ def test_a_rising_service_keeps_ready_what_it_reaches_before_the_next_decision()
     assert any(j.borrows_from == "chat" for j in allocation.jobs)  # the rest of the band is lent
     kept = sum(s.gpus for s in allocation.services if s.service == "chat")
     assert kept >= now + 1.5 * 0.2
-    assert kept >= now + peak_margin_gpus(history, PlannerConfig().peak_margin_z, 2)
+    assert kept >= now + peak_margin_gpus(history, PlannerConfig().peak_margin_z, 60.0, 900)
