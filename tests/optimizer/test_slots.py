@@ -10,7 +10,10 @@ import numpy as np
 from optimizer_cases import NOW, three_pool_cluster
 
 from optimizer.config import PlannerConfig
+from optimizer.formulation import quota_rows_of_jobs, quota_team_names
 from optimizer.inputs import build_inputs
+from optimizer.model_update import HorizonModel
+from optimizer.nodes import NodeHolds
 from optimizer.slots import SlotTable, into_slots, slot_classes
 from schemas import ClusterState, DemandForecast
 
@@ -30,11 +33,46 @@ def _rolling(steps: int) -> Iterator[tuple[datetime, ClusterState, dict[str, Dem
         yield now, cluster.model_copy(update={"as_of": now, "jobs": jobs}), forecasts
 
 
-def test_slot_classes_are_each_jobs_allowed_row_and_team() -> None:
-    cluster, forecasts = three_pool_cluster(9)
+def test_slot_classes_are_each_jobs_allowed_row_and_quota_row() -> None:
+    cluster, forecasts = three_pool_cluster(9)  # team x has a quota, team y none
     inputs = build_inputs(cluster, forecasts, NOW, CONFIG)
-    expected = [(inputs.job_allowed[j].tobytes(), int(inputs.job_team[j])) for j in range(inputs.n_jobs)]
+    quota_row = {"x": 0, "y": -1}
+    expected = [
+        (inputs.job_allowed[j].tobytes(), quota_row[inputs.team_names[inputs.job_team[j]]])
+        for j in range(inputs.n_jobs)
+    ]
     assert slot_classes(inputs) == expected
+
+
+def test_a_job_of_a_new_team_without_a_quota_takes_a_free_slot_without_a_new_layout() -> None:
+    """Teams without a quota share a class (a team enters the matrix only by its quota row), so a
+    team that was not there before changes no slot and the model keeps its structure."""
+    cluster, forecasts = three_pool_cluster(6)
+    model = HorizonModel()
+    holds: NodeHolds = {}
+    first = model.update(build_inputs(cluster, forecasts, NOW, CONFIG), CONFIG, holds)
+    model.solve(first, time_limit_s=10.0)
+    newcomer = three_pool_cluster(1, first=9)[0].jobs[0]  # j9: gang 1, any pool, like j0, j3
+    newcomer = newcomer.model_copy(update={"spec": newcomer.spec.model_copy(update={"team": "z"})})
+    later = cluster.model_copy(update={"jobs": [*cluster.jobs, newcomer]})
+    again = model.update(build_inputs(later, forecasts, NOW, CONFIG), CONFIG, holds)
+    assert again.structure is first.structure  # updated in place, not rebuilt
+    slot = again.inputs.job_ids.index("j9")
+    assert again.inputs.team_names[again.inputs.job_team[slot]] == "z"
+    for job_id in first.inputs.job_ids:
+        if job_id:
+            assert again.inputs.job_ids.index(job_id) == first.inputs.job_ids.index(job_id)
+
+
+def test_every_slot_carries_a_team_of_its_class_quota_row() -> None:
+    """Empty slots included: the team an empty slot carries keeps the matrix of its class."""
+    cluster, forecasts = three_pool_cluster(7)
+    table = SlotTable()
+    slotted = into_slots(build_inputs(cluster, forecasts, NOW, CONFIG), table)
+    assert table.capacity > slotted.job_active.sum()  # some slots are empty
+    rows = quota_rows_of_jobs(slotted, quota_team_names(slotted))
+    assert np.array_equal(rows, table.quota_row)
+    assert set(rows.tolist()) == {-1, 0}
 
 
 def test_kept_slots_stay_and_new_jobs_take_free_slots_of_their_class() -> None:
