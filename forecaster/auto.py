@@ -19,7 +19,7 @@ from datetime import datetime
 import numpy as np
 
 from forecaster.clean import History, clean_values
-from forecaster.level_shift import shifted_forecast
+from forecaster.level_shift import Shift, find_shift, shifted_forecast
 from forecaster.models import (
     Array,
     Model,
@@ -162,24 +162,40 @@ def predict_quantiles(
 ) -> dict[str, list[float]]:
     """Step-time forecast: the fitted model on the latest history, bands from its calibration.
     Returns busy GPUs per step by quantile key, monotone in the level and never negative."""
+    return predict_following_shifts(fitted, history, horizon_steps, steps_since_fit)[0]
+
+
+def predict_following_shifts(
+    fitted: ServiceModel, history: History, horizon_steps: int, steps_since_fit: int = 0
+) -> tuple[dict[str, list[float]], Shift | None]:
+    """``predict_quantiles``, and the level shift it followed (None: it followed none)."""
     values = clean_values(history).values
     per = fitted.per_model_step
     z = to_model_space(to_model_steps(values, per))
     horizon = math.ceil(horizon_steps / per)
     model_steps_since_fit = round(steps_since_fit / per)
-    center = fitted.calibrated.fitted.predict(z, horizon, model_steps_since_fit)
+    model = fitted.calibrated.fitted
     # a step change the history never showed: follow it now rather than after a day (level_shift)
-    shifted = shifted_forecast(
-        fitted.calibrated.fitted,
+    shift = find_shift(
+        model,
         z,
         fitted.calibrated.offsets,
-        horizon,
         day=fitted.day,
         min_history=SHIFT_HISTORY_DAYS * fitted.day,
         steps_since_fit=model_steps_since_fit,
     )
-    if shifted is not None:
-        center = shifted
+    if shift is None:
+        center = model.predict(z, horizon, model_steps_since_fit)
+    else:
+        center = shifted_forecast(model, z, horizon, shift, steps_since_fit=model_steps_since_fit)
+    return _quantile_curves(fitted, center, horizon, horizon_steps), shift
+
+
+def _quantile_curves(
+    fitted: ServiceModel, center: Array, horizon: int, horizon_steps: int
+) -> dict[str, list[float]]:
+    """The calibrated bands around ``center`` (sqrt space, model steps), in busy GPUs per step."""
+    per = fitted.per_model_step
     keys = sorted(fitted.calibrated.offsets, key=lambda k: QUANTILE_LEVELS[k])
     curves = []
     for key in keys:

@@ -6,7 +6,9 @@ swaps the new model in with one dict assignment).
 Per service the bank keeps the ServiceModel from ``fit_service`` and when it was fitted. Every
 ``forecast`` call reuses it (``predict_quantiles`` on the latest history, a few ms). A refit is
 due when the model is older than ``refit_every_s``, or when the actuals fell outside the last
-forecast's p05-p95 band for ``drift_steps`` steps in a row, or when the step size changed.
+forecast's p05-p95 band for ``drift_steps`` steps in a row, or when the step size changed, or
+when the last forecast followed a level shift: the refit absorbs it (forecaster/level_moves.py),
+and from then on every fit and forecast of the service reads its history with the recorded moves.
 A service seen for the first time is fitted inline (``fit_missing_inline``), or, when that is off,
 gets a seasonal-naive forecast marked degraded until its first refit.
 """
@@ -19,8 +21,15 @@ from datetime import datetime
 
 import numpy as np
 
-from forecaster.auto import DEFAULT_MAX_ORIGINS, ServiceModel, fit_service, predict_quantiles, to_event
+from forecaster.auto import (
+    DEFAULT_MAX_ORIGINS,
+    ServiceModel,
+    fit_service,
+    predict_following_shifts,
+    to_event,
+)
 from forecaster.clean import History, HistoryError
+from forecaster.level_moves import LevelMove, absorbed, level_move, still_in
 from forecaster.naive import seasonal_naive
 from schemas import DemandForecast
 
@@ -48,12 +57,14 @@ class _ServiceSlot:
     last_band: tuple[list[float], list[float]] | None = None  # p05, p95 of the last forecast
     misses_in_a_row: int = 0
     drift: bool = False
+    followed: LevelMove | None = None  # the level shift the last forecast followed, to absorb
 
 
 @dataclass
 class ForecastBank:
     config: BankConfig = field(default_factory=BankConfig)
     _slots: dict[str, _ServiceSlot] = field(default_factory=dict)
+    _moves: dict[str, list[LevelMove]] = field(default_factory=dict)
 
     def refit(
         self,
@@ -64,9 +75,17 @@ class ForecastBank:
         horizon_steps: int,
         fitted_at: datetime,
     ) -> ServiceModel:
-        """Select, fit and calibrate ``service`` on ``history`` (ending at ``fitted_at``) now."""
+        """Select, fit and calibrate ``service`` on ``history`` (ending at ``fitted_at``) now,
+        absorbing the level shifts followed so far (forecaster/level_moves.py)."""
+        old = self._slots.get(service)
+        moves = self._moves.get(service, []) + ([old.followed] if old and old.followed else [])
+        moves = still_in(moves, len(history), step_s=step_s, now=fitted_at)
+        self._moves[service] = moves
         model = fit_service(
-            history, step_s=step_s, horizon_steps=horizon_steps, max_origins=self.config.max_origins
+            absorbed(history, moves, step_s=step_s, now=fitted_at),
+            step_s=step_s,
+            horizon_steps=horizon_steps,
+            max_origins=self.config.max_origins,
         )
         self._slots[service] = _ServiceSlot(model=model, fitted_at=fitted_at, horizon_steps=horizon_steps)
         return model
@@ -75,6 +94,7 @@ class ForecastBank:
         """Forget the models of services not in ``services`` (gone from the cluster)."""
         for name in set(self._slots) - services:
             del self._slots[name]
+            self._moves.pop(name, None)
 
     def refit_due(self, service: str, now: datetime, step_s: int | None = None) -> bool:
         slot = self._slots.get(service)
@@ -82,7 +102,9 @@ class ForecastBank:
             return True
         if step_s is not None and step_s != slot.model.step_s:
             return True
-        return slot.drift or (now - slot.fitted_at).total_seconds() >= self.config.refit_every_s
+        if slot.drift or slot.followed is not None:
+            return True
+        return (now - slot.fitted_at).total_seconds() >= self.config.refit_every_s
 
     def services_due(self, now: datetime) -> list[str]:
         return [name for name in self._slots if self.refit_due(name, now)]
@@ -127,12 +149,16 @@ class ForecastBank:
                 slot = self._slots[service]
             self._track_drift(slot, history, issued_at)
             since_fit = max(round((issued_at - slot.fitted_at).total_seconds() / step_s), 0)
-            quantiles = predict_quantiles(slot.model, history, horizon_steps, since_fit)
+            quantiles = self._predict(service, slot, history, horizon_steps, since_fit, issued_at)
         except HistoryError as exc:
             return self._naive(service, [], cluster, step_s, horizon_steps, issued_at, str(exc))
         slot.last_issued_at = issued_at
         slot.last_band = (quantiles["p05"], quantiles["p95"])
-        extra = "drift: refit due" if slot.drift else None
+        notes = ["drift: refit due"] if slot.drift else []
+        if slot.followed is not None:
+            move = slot.followed
+            notes.append(f"level moved x{move.factor:.2f} at {move.at.isoformat()}: refit due to absorb it")
+        extra = "; ".join(notes) or None
         return to_event(
             slot.model,
             quantiles,
@@ -142,6 +168,27 @@ class ForecastBank:
             horizon_steps=horizon_steps,
             extra_reason=extra,
         )
+
+    def _predict(
+        self,
+        service: str,
+        slot: _ServiceSlot,
+        history: History,
+        horizon_steps: int,
+        since_fit: int,
+        issued_at: datetime,
+    ) -> dict[str, list[float]]:
+        """The model's quantiles on the history with the moves absorbed; a level shift it
+        follows is recorded on the slot (and makes a refit due, which absorbs it)."""
+        step_s = slot.model.step_s
+        values = absorbed(history, self._moves.get(service, []), step_s=step_s, now=issued_at)
+        quantiles, shift = predict_following_shifts(slot.model, values, horizon_steps, since_fit)
+        slot.followed = None
+        if shift is not None:
+            slot.followed = level_move(
+                shift, values, model_step_s=slot.model.model_step_s, step_s=step_s, now=issued_at
+            )
+        return quantiles
 
     @staticmethod
     def _naive(

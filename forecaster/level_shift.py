@@ -18,12 +18,18 @@ only what the forecast has not moved, optimizer/calibration.py). Otherwise nothi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from forecaster.models import Array, Fitted
+from forecaster.models import Array, Fitted, from_model_space
 
 SHIFT_STEPS = 3
 """Consecutive model steps beyond the 90% band, on one side, that mark a level shift."""
+
+MAX_FACTOR = 20.0
+"""The largest move (either way) one shift records: demand that drops to nothing would scale
+the history before it to nothing, and a later move back by an unbounded factor."""
 
 
 def _beyond(misses: Array, low: Array, high: Array) -> int:
@@ -54,31 +60,54 @@ def _band(offsets: dict[str, Array], key: str, size: int) -> Array:
     return np.concatenate([offset, np.full(size - offset.size, offset[-1] if offset.size else 0.0)])
 
 
-def shifted_forecast(
+@dataclass(frozen=True)
+class Shift:
+    """A level shift the latest history shows: the level moved ``steps_ago`` model steps ago."""
+
+    steps_ago: int
+    miss: float
+    """The median miss since the move (sqrt space): what the forecast adds to the model's."""
+    factor: float
+    """Demand since the move over the model's forecast of it from before (busy GPUs): what the
+    ForecastBank scales the history before the move by once it absorbs the shift."""
+
+
+def find_shift(
     fitted: Fitted,
     z: Array,
     offsets: dict[str, Array],
-    horizon: int,
     *,
     day: int,
     min_history: int,
     steps_since_fit: int = 0,
-) -> Array | None:
-    """The forecast (sqrt space, ``horizon`` steps) after a level shift the latest history shows,
-    or None when it shows none. ``min_history``: steps the model needs before it forecasts."""
+) -> Shift | None:
+    """The level shift the latest history ``z`` shows, or None when it shows none.
+    ``min_history``: steps the model needs before it forecasts."""
     if z.size < min_history + SHIFT_STEPS or "p05" not in offsets or "p95" not in offsets:
         return None
     longest = min(day, z.size - min_history)
     low, high = _band(offsets, "p05", longest), _band(offsets, "p95", longest)
-    found, misses = 0, np.zeros(0)
+    found, misses, before_found = 0, np.zeros(0), np.zeros(0)
     for n in range(SHIFT_STEPS, longest + 1):
         before = fitted.predict(z[:-n], n, steps_since_fit - n)
         run = z[-n:] - before
         side = _beyond(run, low, high)
         if side == 0 or (found and side != int(np.sign(misses[0]))):
             break
-        found, misses = n, run
+        found, misses, before_found = n, run, before
     if not found or not _beyond_noise(misses, offsets):
         return None
-    continued = fitted.predict(z[:-found], found + horizon, steps_since_fit - found)[found:]
-    return np.asarray(continued + float(np.median(misses)), dtype=float)
+    expected = float(from_model_space(before_found).sum())
+    actual = float(from_model_space(z[-found:]).sum())
+    factor = actual / expected if expected > 0 else MAX_FACTOR
+    return Shift(found, float(np.median(misses)), float(np.clip(factor, 1 / MAX_FACTOR, MAX_FACTOR)))
+
+
+def shifted_forecast(
+    fitted: Fitted, z: Array, horizon: int, shift: Shift, *, steps_since_fit: int = 0
+) -> Array:
+    """The forecast (sqrt space, ``horizon`` steps) after ``shift``: the model's forecast from
+    before the move, continued, plus the median miss since the move."""
+    n = shift.steps_ago
+    continued = fitted.predict(z[:-n], n + horizon, steps_since_fit - n)[n:]
+    return np.asarray(continued + shift.miss, dtype=float)

@@ -10,7 +10,7 @@ import pytest
 from forecaster_synthetic import synthetic_hourly
 
 from forecaster.auto import fit_service, predict_quantiles
-from forecaster.level_shift import SHIFT_STEPS, shifted_forecast
+from forecaster.level_shift import SHIFT_STEPS, find_shift
 from forecaster.models import DayWeekBlend, SeasonalNaive, to_model_space
 
 DAYS = 16
@@ -40,7 +40,7 @@ def test_a_step_change_is_followed_within_a_few_steps(seed: int, hour: int, time
     # the shift is not declared on fewer than SHIFT_STEPS steps
     z = to_model_space(shifted[: at + SHIFT_STEPS - 1])
     cal = fitted.calibrated
-    assert shifted_forecast(cal.fitted, z, cal.offsets, 24, day=24, min_history=8 * 24) is None
+    assert find_shift(cal.fitted, z, cal.offsets, day=24, min_history=8 * 24) is None
 
 
 def test_no_shift_without_a_change() -> None:
@@ -110,5 +110,5 @@ def test_a_run_just_past_the_90_band_is_noise_a_move_past_the_98_band_a_shift(
     assert np.all(p99 > p95)
     z = to_model_space(values[: at + run]).copy()
     z[-run:] = naive.predict(z[:-run], run) + (2.0 * p99 if shift else 0.5 * (p95 + p99))
-    moved = shifted_forecast(naive, z, offsets, 24, day=24, min_history=8 * 24)
+    moved = find_shift(naive, z, offsets, day=24, min_history=8 * 24)
     assert (moved is not None) is shift, where
