@@ -1,14 +1,15 @@
 """Step 0, node level: which running jobs to stop so a gang the plan starts finds whole nodes.
 
 The relaxed plan counts GPUs per pool, so a gang it starts may find the pool's free GPUs spread
-over partly used nodes. Where the state says which nodes hold which running jobs, the nodes that
-are cheapest to empty are chosen: each candidate job (preemptible, checkpointing, past its
-minimum run, of a lower weight than the gang) costs its weight times the work it would lose (since
-its checkpoint, plus its restart and the preemption penalty; optimizer/step0.py). Nodes are emptied
-cheapest first until the gang fits, inference packed anew on what is left as the cluster does.
-Whether those stops are worth it is judged as any stop is (optimizer/stop_pays.py's
-``clearing_pays``: the value of the gang's work done sooner than its wait for the nodes to drain by
-themselves, against the work the stops lose). Pure.
+over partly used nodes, or a gang of several nodes may get a part of the GPUs it needs, which no
+rounding can run (optimizer/step0.py's ``clear_for``). Where the state says which nodes hold which
+running jobs, the nodes that are cheapest to empty are chosen: each candidate job (preemptible,
+checkpointing, past its minimum run, of a lower weight than the gang) costs its weight times the
+work it would lose (since its checkpoint, plus its restart and the preemption penalty;
+optimizer/step0.py). Nodes are emptied cheapest first until the gang fits, inference packed anew on
+what is left as the cluster does. Whether those stops are worth it is judged as any stop is
+(optimizer/stop_pays.py's ``clearing_pays``: the value of the gang's work done sooner than its wait
+for the nodes to drain by themselves, against the work the stops lose). Pure.
 """
 
 from __future__ import annotations

@@ -8,24 +8,25 @@ least wants out. Waiting jobs start in the order of their relaxed share, then id
 backfilled by weight. Every start is checked against the pool's free GPUs, its team's quota and,
 where the state reports them, its nodes (optimizer/nodes.py).
 
-A preemption must make room for something: the relaxed plan knows pools, not nodes, so it may
-stop small jobs for a gang that then does not fit on any node. Step 0 is therefore placed twice:
-first backfilling only work of a higher weight than the stopped jobs', to see what really uses
-the GPUs the preemptions free: preemptions whose GPUs neither the plan's starts, nor inference,
-nor higher-weight work use are withdrawn (the job keeps running), and only then is step 0 placed
-again with full backfill. Swapping a stopped job for work of the same weight would only lose the
-stopped job's work since its checkpoint. Where the state says which nodes hold which running
-jobs (``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
-starts that fits no node first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py:
-checkpointing jobs past their minimum run, of a lower weight than the gang, each costing its weight
-times the work it would lose; worth it only where the stops pay for themselves as any stop does,
-against the gang's wait for the nodes to drain: optimizer/stop_pays.py's ``clearing_pays``).
-Running jobs the plan wants out stay unless the stop pays for itself (optimizer/stop_pays.py).
-Failing that it
-holds the nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so
-they drain for it; the same nodes are held again at the next decisions (the planner hands the holds
-back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work
-that ends before the held nodes drain may still use them (EASY backfill). Pure.
+A preemption must make room for something: the relaxed plan knows pools, not nodes, so it may stop
+small jobs for a gang that then does not fit on any node. Step 0 is therefore placed twice: first
+backfilling only work of a higher weight than the stopped jobs', to see what really uses the GPUs
+the preemptions free: preemptions whose GPUs neither the plan's starts, nor inference, nor
+higher-weight work use are withdrawn (the job keeps running), and only then is step 0 placed again
+with full backfill. Swapping a stopped job for work of the same weight would only lose the stopped
+job's work since its checkpoint. Where the state says which nodes hold which running jobs
+(``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
+starts that fits no node (a gang of several nodes also where its pool lacks the GPUs: the relaxed
+plan may start it on a part of them) first tries to empty the nodes cheapest to empty
+(optimizer/node_clearing.py: checkpointing jobs past their minimum run, of a lower weight than the
+gang, each costing its weight times the work it would lose; worth it only where the stops pay for
+themselves as any stop does, against the gang's wait for the nodes to drain:
+optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan wants out stay unless the stop
+pays for itself (optimizer/stop_pays.py). Failing that it holds the nodes of its pool that drain
+first (else the emptiest) against lower-weight backfill, so they drain for it; the same nodes are
+held again at the next decisions (the planner hands the holds back in ``PlanInputs.held_nodes``),
+as Slurm keeps a reservation, or no node would ever drain. Work that ends before the held nodes
+drain may still use them (EASY backfill). Pure.
 """
 
 from __future__ import annotations
@@ -380,12 +381,19 @@ class _Step0:
 
     def clear_for(self, j: int, p: int, plan: Plan0) -> bool:
         """Stop the cheapest lower-weight jobs whose nodes then take gang j, if the stops pay for
-        themselves (see node_clearing)."""
+        themselves (see node_clearing). Where the pool lacks GPUs for it, not only whole nodes,
+        only a gang of several nodes clears: the relaxed plan may start such a gang on a part of
+        its GPUs, which no rounding can run and which waits for the slowest of its nodes to drain
+        (gang-failures at seed 11: a weight-3 64-GPU gang waited 7.3 h, PWT 0.963 -> 0.997 of
+        kueue-hpa's with this); a gang within one node waits for GPUs to free as any job does."""
         job_free = self.nodes.job_free[p]
         g = self._gang(j)
-        if job_free is None or self.clear_budget <= 0 or self.cap[p] + EPS < g or not self._within_quota(j):
-            return False
         per_node = self.inputs.pool_gpus_per_node[p]
+        lacks_gpus = self.cap[p] + EPS < g  # not only whole nodes
+        if job_free is None or self.clear_budget <= 0 or not self._within_quota(j):
+            return False
+        if lacks_gpus and g <= per_node:
+            return False
         wait_s = self._drain_wait_s(j, p)
         chosen = cheapest_clearing(
             job_free,
@@ -395,7 +403,9 @@ class _Step0:
             self._clearing_candidates(j, p, plan),
             budget_jobs=self.clear_budget,
         )
-        if chosen is None or not clearing_pays(self.inputs, j, [c.job for c in chosen], wait_s, self.rules):
+        if chosen is None or self.cap[p] + sum(self._gang(c.job) for c in chosen) + EPS < g:
+            return False
+        if not clearing_pays(self.inputs, j, [c.job for c in chosen], wait_s, self.rules):
             return False
         job_free = list(job_free)
         for c in chosen:

@@ -58,6 +58,31 @@ def six_gpu_jobs(hours_left: float) -> tuple[Job, ...]:
 
 SWEEP = Job("sweep", 4, weight=3.0, hours=2.0)
 
+FOUR_FULL_NODES = Pool(
+    "a", 32, gpus_per_node=8, free_by_node=(0, 0, 0, 0), node_names=("n0", "n1", "n2", "n3")
+)
+
+
+def node_jobs(hours_left: float) -> tuple[Job, ...]:
+    """An 8-GPU job of weight 1 on each of four nodes (none free), checkpointing every half hour,
+    a quarter of an hour of work since the checkpoint on n0 and n1, three quarters on n2 and n3."""
+    return tuple(
+        Job(
+            f"node-{i}",
+            8,
+            hours=hours_left,
+            running_in="a",
+            nodes={f"n{i}": 8},
+            restart_cost_s=600.0,
+            since_checkpoint_gpu_s=3600.0 * 8 * lost,
+            checkpoint_interval_s=1800.0,
+        )
+        for i, lost in enumerate((0.25, 0.25, 0.75, 0.75))
+    )
+
+
+TWO_NODE_GANG = Job("two-node", 16, weight=3.0, hours=4.0)
+
 SCENARIOS = [
     Scenario(
         "gang-starts-on-n1-whose-jobs-just-checkpointed",
@@ -124,6 +149,28 @@ SCENARIOS = [
         pools=(TWO_NODES_WITH_2_FREE,),
         jobs=(*six_gpu_jobs(hours_left=10.0), SWEEP),
         want_jobs={"sweep": run("a"), "wide-0": preempt(), "wide-1": run("a")},
+    ),
+    # a gang of two nodes in a pool with no GPU free: the relaxed plan starts it on a part of the
+    # GPUs, no rounding can run that, and its nodes would not drain for ten hours; clearing the two
+    # nodes that lose least pays (it held before: 'planned to start' two hours on, every decision)
+    Scenario(
+        "two-node-gang-clears-the-nodes-that-lose-least-where-the-pool-has-no-gpu-free",
+        pools=(FOUR_FULL_NODES,),
+        jobs=(*node_jobs(hours_left=10.0), TWO_NODE_GANG),
+        want_jobs={
+            "two-node": run("a"),
+            "node-0": preempt("cleared", "two-node"),
+            "node-1": preempt("cleared", "two-node"),
+            "node-2": run("a"),
+            "node-3": run("a"),
+        },
+    ),
+    # ... but waits where those nodes drain within half an hour
+    Scenario(
+        "two-node-gang-waits-for-nodes-that-drain-within-half-an-hour",
+        pools=(FOUR_FULL_NODES,),
+        jobs=(*node_jobs(hours_left=0.5), TWO_NODE_GANG),
+        want_jobs={"two-node": hold(), **{f"node-{i}": run("a") for i in range(4)}},
     ),
 ]
 
