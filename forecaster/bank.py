@@ -28,10 +28,18 @@ from forecaster.auto import (
     predict_following_shifts,
     to_event,
 )
-from forecaster.clean import History, HistoryError
+from forecaster.clean import History, HistoryError, clean_values
 from forecaster.level_moves import LevelMove, absorbed, level_move, still_in
 from forecaster.naive import seasonal_naive
 from schemas import DemandForecast
+
+
+def _as_float(value: object) -> float:
+    """A history value as a number; NaN where it is none (clean_values names the problem)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class ForecastBank:
         lo, hi = slot.last_band
         new_steps = min(new_steps, len(history), len(lo))
         for step in range(new_steps):
-            actual = float(history[len(history) - new_steps + step])
+            actual = _as_float(history[len(history) - new_steps + step])
             missed = not math.isfinite(actual) or not (lo[step] - 1e-9 <= actual <= hi[step] + 1e-9)
             slot.misses_in_a_row = slot.misses_in_a_row + 1 if missed else 0
             if slot.misses_in_a_row >= self.config.drift_steps:
@@ -186,7 +194,11 @@ class ForecastBank:
         slot.followed = None
         if shift is not None:
             slot.followed = level_move(
-                shift, values, model_step_s=slot.model.model_step_s, step_s=step_s, now=issued_at
+                shift,
+                clean_values(values).values,
+                model_step_s=slot.model.model_step_s,
+                step_s=step_s,
+                now=issued_at,
             )
         return quantiles
 

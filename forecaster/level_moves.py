@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from forecaster.clean import History
+from forecaster.clean import History, HistoryError
 from forecaster.level_shift import Shift
 from forecaster.models import Array
 
@@ -38,10 +38,16 @@ def _steps_since(at: datetime, now: datetime, step_s: int) -> int:
     return max(round((now - at).total_seconds() / step_s), 0)
 
 
-def absorbed(history: History, moves: list[LevelMove], *, step_s: int, now: datetime) -> Array:
+def absorbed(history: History, moves: list[LevelMove], *, step_s: int, now: datetime) -> History:
     """``history`` (ending at ``now``, one value per ``step_s``) with the steps before each move
-    scaled by its factor: the history as if every recorded move had always been there."""
-    values = np.array(history, dtype=float)
+    scaled by its factor: the history as if every recorded move had always been there. Without a
+    move the history is handed on as it came (forecaster/clean.py judges it)."""
+    if not moves:
+        return history
+    try:
+        values = np.array(history, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise HistoryError(f"demand_history: not a sequence of numbers ({exc})") from exc
     for move in moves:
         before = values.size - _steps_since(move.at, now, step_s)
         if before > 0:

@@ -84,3 +84,15 @@ def test_a_move_the_same_hours_made_last_week_is_weekly_and_not_absorbed() -> No
     )
     history[-week - 6 : -week] = 20.0  # ... and so it did a week ago
     assert level_move(shift, history, model_step_s=3600, step_s=3600, now=now) is None
+
+
+def test_bad_history_after_a_move_gives_a_degraded_forecast_instead_of_raising() -> None:
+    values = synthetic_hourly(DAYS + 3, seed=9)
+    at = DAYS * 24 + 5
+    values[at:] *= 2.5
+    bank, _ = _p50_misses(values, values, at, range(6, 8))
+    assert bank._moves["svc"]  # the bank holds a move, so it scales what it is handed
+    issued = START + timedelta(hours=at + 9)
+    bad = [*values[at + 9 - WINDOW : at + 8].tolist(), "lots"]
+    result = bank.forecast("svc", bad, cluster="c", step_s=3600, horizon_steps=24, issued_at=issued)
+    assert result.degraded_reason is not None and "demand_history" in result.degraded_reason
