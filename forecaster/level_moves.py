@@ -8,7 +8,10 @@ as a LevelMove (when the level moved, by what factor) and hands every refit and 
 forecast the history with the steps before each move scaled by its factor: the model sees one
 level throughout. A move back scales the same steps by its own factor, undoing the earlier one.
 A move that the same hours a week before showed too (the end of a weekend) is weekly: it is
-followed, not absorbed. Pure.
+followed, not absorbed. What it buys: on hourly synthetic series with a step x2.5, x0.3 and x1.8 the
+worst p50 miss over the next 12 h, 6 to 36 h after the change, fell from 0.38, 2.33 and 0.31 of
+demand to 0.09, 0.14 and 0.09 (tests/forecaster/test_level_moves.py); ``ebbtide bench --extra``'s
+level-shift from 0.791 to 0.816 of the bound (seed 11: 0.859 to 0.886). Pure.
 """
 
 from __future__ import annotations
