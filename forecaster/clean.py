@@ -48,12 +48,17 @@ def _runs(mask: NDArray[np.bool_]) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-def clean_values(history: History, *, max_gap_steps: int = DEFAULT_MAX_GAP_STEPS) -> CleanHistory:
-    """Repair a regular-step demand history (busy GPUs per step, oldest first) or reject it."""
+def as_numbers(history: History) -> NDArray[np.float64]:
+    """The history as a new flat float array (NaN and negatives kept), or a HistoryError naming it."""
     try:
-        values = np.array(history, dtype=float).ravel()
+        return np.array(history, dtype=float).ravel()
     except (TypeError, ValueError) as exc:
         raise HistoryError(f"demand_history: not a sequence of numbers ({exc})") from exc
+
+
+def clean_values(history: History, *, max_gap_steps: int = DEFAULT_MAX_GAP_STEPS) -> CleanHistory:
+    """Repair a regular-step demand history (busy GPUs per step, oldest first) or reject it."""
+    values = as_numbers(history)
     notes: list[str] = []
     if values.size == 0:
         raise HistoryError("demand_history: empty")

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from forecaster.clean import History, HistoryError
+from forecaster.clean import History, as_numbers
 from forecaster.level_shift import Shift
 from forecaster.models import Array
 
@@ -47,10 +47,7 @@ def absorbed(history: History, moves: list[LevelMove], *, step_s: int, now: date
     move the history is handed on as it came (forecaster/clean.py judges it)."""
     if not moves:
         return history
-    try:
-        values = np.array(history, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise HistoryError(f"demand_history: not a sequence of numbers ({exc})") from exc
+    values = as_numbers(history)
     for move in moves:
         before = values.size - _steps_since(move.at, now, step_s)
         if before > 0:

@@ -389,10 +389,9 @@ class _Step0:
         job_free = self.nodes.job_free[p]
         g = self._gang(j)
         per_node = self.inputs.pool_gpus_per_node[p]
-        lacks_gpus = self.cap[p] + EPS < g  # not only whole nodes
         if job_free is None or self.clear_budget <= 0 or not self._within_quota(j):
             return False
-        if lacks_gpus and g <= per_node:
+        if self.cap[p] + EPS < g and g <= per_node:  # short of GPUs, and a gang within one node
             return False
         wait_s = self._drain_wait_s(j, p)
         chosen = cheapest_clearing(
