@@ -46,7 +46,10 @@ def round_services(
     """Whole replicas (rounded up where the pool has room), GPUs within packing limits.
 
     ``reserved`` [P, B]: GPUs of jobs the plan keeps; a replica is rounded up only into room
-    that is left beside them (a sliver of lead-time capacity never evicts a whole gang). A
+    that is left beside them (a sliver of lead-time capacity never evicts a whole gang), but the
+    relaxed plan's whole replicas never give way to them: there the jobs give way, in step 0's
+    placement (tests/optimizer/test_service_rounding.py; cutting the services instead put one under
+    its min_replicas on a holdout workload, and the fallback that followed stopped a 64-GPU gang). A
     latency-critical service's GPUs are whole in every block: a fraction would be time-sliced with
     other services' replicas, beyond the ``max_cotenants`` the model's packing rows hold its own
     replicas to (a whole GPU holds only its own, at most that many).
@@ -59,14 +62,35 @@ def round_services(
     dedicated = gpr * whole  # GPUs of the whole replicas, none shared
     critical = inputs.svc_latency_critical[:, None, None]
     phys = _whole_where(critical, gpus.clip(dedicated / tenants, dedicated), dedicated / tenants)
-    over = phys.sum(axis=0) - room  # [P, B]
+    # Beside the kept jobs only the rounding up gives way (never below the relaxed plan's whole
+    # replicas: there the kept jobs give way, in step 0's placement); beyond the pool's GPUs, any.
+    floor = np.floor(np.maximum(replicas, 0.0) + EPS)
+    _round_down(inputs, whole, phys, replicas, gpus, phys.sum(axis=0) - room, floor)
+    over = phys.sum(axis=0) - inputs.avail_blocks()
+    _round_down(inputs, whole, phys, replicas, gpus, over, np.zeros_like(floor))
+    return whole.astype(np.int64), phys
+
+
+def _round_down(
+    inputs: PlanInputs,
+    whole: np.ndarray,
+    phys: np.ndarray,
+    replicas: np.ndarray,
+    gpus: np.ndarray,
+    over: np.ndarray,
+    lowest: np.ndarray,
+) -> None:
+    """Round down the most fractional replicas of each pool and block that is ``over`` [P, B] its
+    room, each service to no fewer than ``lowest`` [S, P, B] replicas (in place)."""
+    gpr = inputs.svc_gpr[:, None, None]
+    tenants = inputs.svc_tenants[:, :, None]
+    critical = inputs.svc_latency_critical[:, None, None]
     for p, b in zip(*(over > EPS).nonzero(), strict=True):
-        # Round down the most fractional replicas of this pool until the services fit.
         order = np.argsort(-(whole[:, p, b] - replicas[:, p, b]))
         for s in order:
             if over[p, b] <= EPS:
                 break
-            while whole[s, p, b] > 0 and over[p, b] > EPS:
+            while whole[s, p, b] > lowest[s, p, b] and over[p, b] > EPS:
                 whole[s, p, b] -= 1
                 new_phys = min(
                     max(gpus[s, p, b], gpr[s, 0, 0] * whole[s, p, b] / tenants[s, p, 0]),
@@ -79,7 +103,6 @@ def round_services(
                     )
                 over[p, b] -= phys[s, p, b] - new_phys
                 phys[s, p, b] = new_phys
-    return whole.astype(np.int64), phys
 
 
 def _whole_where(critical: np.ndarray, phys: np.ndarray, densest: np.ndarray) -> np.ndarray:

@@ -31,10 +31,19 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
 
 def _set_topic_config(bootstrap: str, topic: str, name: str, value: int) -> None:
+    """Set one topic config and return once the broker reports it in effect: the alter's answer
+    comes when the controller has it, and the broker applies it a moment later (under load, after
+    the service under test had already delivered a record the test meant to be refused)."""
     entry = ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET)
     change = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
     admin = admin_client(bootstrap)  # held until the answer comes
     admin.incremental_alter_configs([change])[change].result(30)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+
+    def in_effect() -> bool:
+        return admin.describe_configs([resource])[resource].result(30)[name].value == str(value)
+
+    wait_for(in_effect, timeout_s=30, what=f"{topic}'s {name} = {value} in effect")
 
 
 def _refuse_every_record(bootstrap: str, topic: str) -> None:
