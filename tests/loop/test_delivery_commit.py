@@ -1,9 +1,10 @@
 """Delivery before commit, on the real broker through the services' own runtime (marker ``kafka``).
 
 A service's outputs are refused by the broker (their topic's ``message.timestamp.before.max.ms``
-set to 0, so every record is too old on arrival): its input offsets stay uncommitted, the runtime
-rewinds and retries (counted in ``ebbtide_delivery_failures_total``), and once the topic takes the
-records again the outputs arrive and only then are the inputs committed. Nothing is lost on the way.
+set to 0, so a record is too old on arrival unless it arrives within the millisecond it was
+stamped): its input offsets stay uncommitted, the runtime rewinds and retries (counted in
+``ebbtide_delivery_failures_total``), and once the topic takes the records again the outputs arrive
+and only then are the inputs committed. Nothing is lost on the way.
 
 An output its topic can never hold is different (issue 19): refused as too large by the broker
 (the topic's ``max.message.bytes``) or by the producer itself (``message.max.bytes``, the optimizer
@@ -77,9 +78,13 @@ def _poll_until(runtime: ServiceRuntime, predicate, what: str, timeout_s: float 
 
 
 def _refuse_then_accept(bootstrap: str, runtime: ServiceRuntime, input_topic: str, output_topic: str) -> None:
-    """Outputs refused: failures counted, rewinds, no commit; then accepted: committed past the input."""
-    _poll_until(runtime, lambda: runtime.stats.delivery_failures >= 2, "two refused deliveries")
-    assert runtime.stats.rewinds >= 2, "a failed delivery must rewind to the committed inputs"
+    """Outputs refused: failures counted, rewinds, no commit; then accepted: committed past the input.
+
+    Checked right after the poll that saw the first refusal: a retry may be accepted by chance (a
+    record that reaches the broker within the millisecond it was stamped is not "too old"), and
+    its inputs are then rightly committed, so waiting for a second refusal was a race."""
+    _poll_until(runtime, lambda: runtime.stats.delivery_failures >= 1, "a refused delivery")
+    assert runtime.stats.rewinds >= 1, "a failed delivery must rewind to the committed inputs"
     end = _end(runtime, input_topic)
     assert end > 0
     assert _committed(runtime, input_topic) == 0, "inputs committed although their outputs were refused"
@@ -103,7 +108,7 @@ def test_forecaster_commits_a_state_only_after_its_forecasts_are_delivered(kafka
     delivered = read_topic_to_end(kafka_broker.bootstrap, FORECASTS, idle_s=0.5, prefix=topic_prefix)
     assert [f.service for f in delivered if isinstance(f, DemandForecast) and f.issued_at == first.as_of]
     failures = loop.metrics.delivery_failures.labels("forecaster")._value.get()
-    assert failures == runtime.stats.delivery_failures >= 2
+    assert failures == runtime.stats.delivery_failures >= 1
 
 
 def test_state_republishes_a_refused_snapshot_and_commits_its_events_after(kafka_broker, topic_prefix):
