@@ -16,13 +16,13 @@ from optimizer_cases import NOW, forecast, job, pool, service, state
 
 from optimizer.config import PlannerConfig
 from optimizer.extract import round_relaxed
-from optimizer.inputs import build_inputs
+from optimizer.inputs import PlanInputs, build_inputs
 from optimizer.rounding import round_services
 
 CONFIG = PlannerConfig()
 
 
-def _inputs():  # type: ignore[no-untyped-def]
+def _inputs() -> PlanInputs:
     """A 16-GPU pool: api (4 replicas) and search (1, its minimum), an 8- and a 4-GPU job running."""
     cluster = state(
         [pool("a", 16)],
@@ -36,7 +36,7 @@ def _inputs():  # type: ignore[no-untyped-def]
     return build_inputs(cluster, curves, NOW, CONFIG)
 
 
-def _relaxed(inputs, api: float, search: float) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+def _relaxed(inputs: PlanInputs, api: float, search: float) -> tuple[np.ndarray, np.ndarray]:
     replicas = np.zeros((inputs.n_services, inputs.n_pools, inputs.blocks.count))
     replicas[inputs.service_names.index("api")] = api
     replicas[inputs.service_names.index("search")] = search
