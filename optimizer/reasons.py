@@ -265,8 +265,9 @@ class ReasonContext:
         owner = plan.outcome.reclaimed_for.get(j)
         if owner is not None:
             return explain(C.QUOTA_RECLAIMED, others="", **self._quota_numbers(j, owner), **numbers)
+        squeezed = j in plan.outcome.no_room  # the plan kept it: inference or a shrinking pool took its room
         starts = np.flatnonzero((plan.job_pool[:, 0] == p) & (inp.job_running_pool != p))
-        if starts.size:
+        if starts.size and not squeezed:
             top = int(starts[np.lexsort((starts, -inp.job_weight[starts]))][0])
             others = f" and {starts.size - 1} more" if starts.size > 1 else ""
             if self._reclaims_quota(j, top):
@@ -283,7 +284,14 @@ class ReasonContext:
                     **self._other_job(first),
                     **numbers,
                 )
-            return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
+            if inp.job_weight[top] > inp.job_weight[j]:
+                return explain(C.FREED_FOR_JOBS, others=others, **self._other_job(top), **numbers)
+        return self._gone_to_inference_or_plan(j, p, numbers)
+
+    def _gone_to_inference_or_plan(self, j: int, p: int, numbers: dict[str, object]) -> Reason:
+        """A stop no start outweighs: a service growing in its pool, the pool shrinking, or else
+        the plan's own share for it."""
+        inp, plan = self.inputs, self.plan
         if inp.n_services:
             grows = plan.svc_replicas[:, p, 0] - inp.svc_replicas_now[:, p]
             s = int(grows.argmax())

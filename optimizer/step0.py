@@ -94,7 +94,11 @@ def _withdraw_idle_preemptions(
 ) -> np.ndarray:
     """Keep running every stopped job whose GPUs the first placement left to nothing more
     valuable (pool, team and nodes): the jobs the plan least wants out first, then those that
-    would lose the most."""
+    would lose the most. GPUs the first placement backfilled with work no heavier than the stopped
+    job count as left to nothing more valuable (that backfill then finds no room): the first
+    placement backfills above the lightest stopped job's weight, so without this a heavier stopped
+    job's GPUs went to a job of its own weight (mass-arrivals, seed 11: a weight-4 job stopped, its
+    GPU backfilled by another weight-4 job in the same step)."""
     run_pool = inputs.job_running_pool
     stopped = np.flatnonzero((run_pool >= 0) & ~keep)
     loss = inputs.job_weight * inputs.job_lost_gpu_s
@@ -102,20 +106,43 @@ def _withdraw_idle_preemptions(
     keep = keep.copy()
     cap, used = list(placed.cap), list(placed.used)
     quota = inputs.team_quota.tolist()
+    backfill = sorted(placed.outcome.backfilled, key=lambda b: (inputs.job_weight[b], b))  # lightest first
     for j in order.tolist():
         p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
-        if (
-            cap[p] + EPS >= g
-            and fits_cohort(used, quota, t, g)
-            and all(
-                placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
-                for node in placed.released.get(j, [])
-            )
+        if not all(
+            placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
+            for node in placed.released.get(j, [])
         ):
+            continue
+        weight = float(inputs.job_weight[j])
+        give_way = _lighter_backfill(inputs, backfill, placed.pool0, p, weight, g - cap[p])
+        freed = [(int(inputs.job_team[b]), float(inputs.job_gang[b])) for b in give_way]
+        cap_then, used_then = cap[p] + sum(gpus for _, gpus in freed), list(used)
+        for team, gpus in freed:
+            used_then[team] -= gpus
+        if cap_then + EPS >= g and fits_cohort(used_then, quota, t, g):
             keep[j] = True
-            cap[p] -= g
+            cap[p], used = cap_then - g, used_then
             used[t] += g
+            backfill = [b for b in backfill if b not in give_way]
     return keep
+
+
+def _lighter_backfill(
+    inputs: PlanInputs, backfill: list[int], pool0: np.ndarray, p: int, weight: float, short: float
+) -> list[int]:
+    """Backfilled jobs in pool p of at most ``weight``, lightest first, whose GPUs cover ``short``
+    (none when there is no shortfall, or they cannot cover it)."""
+    if short <= EPS:
+        return []
+    chosen: list[int] = []
+    for b in backfill:
+        if pool0[b] == p and inputs.job_weight[b] <= weight:
+            chosen.append(b)
+            short -= float(inputs.job_gang[b])
+            if short <= EPS:
+                return chosen
+    return []
 
 
 def _place(
@@ -225,6 +252,8 @@ class _Step0:
                 self._count(j, p)
                 if self.node_detail:
                     self.nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), float(wall_s[j]))
+            else:
+                self.outcome.no_room.add(j)
 
     def release_stopped(self, svc_gpus0: np.ndarray) -> None:
         """A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their

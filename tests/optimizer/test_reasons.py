@@ -28,7 +28,7 @@ from scenario_table import (
 
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
-from schemas import Allocation, ClusterState, DemandForecast, JobAction, JobStatus
+from schemas import Allocation, ClusterState, DecisionCause, DemandForecast, JobAction, JobStatus
 
 TWO_NODES_4_FREE_EACH = Pool("a", 16, gpus_per_node=8, free_by_node=(4, 4), node_names=("n0", "n1"))
 
@@ -244,6 +244,9 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             assert int(m[3]) + own.gpus > int(m[2]) and borrowed + more > quota_idle(state), text
         if "cleared for job" in text:
             other = step0.specs[re.search(r"cleared for job ([\w-]+)", text)[1]]  # type: ignore[index]
+            assert other.priority_weight > own.priority_weight, text
+        if d.cause == DecisionCause.FREED_FOR_JOBS:  # the stop rule stops only for heavier work
+            other = step0.specs[re.search(r"go to job ([\w-]+)", text)[1]]  # type: ignore[index]
             assert other.priority_weight > own.priority_weight, text
         if (m := re.search(r"most free on one node: (\d+) of (\d+)", text)) is not None:
             assert int(m[2]) == PER_NODE and (own.gpus > PER_NODE or int(m[1]) < own.gpus), text
