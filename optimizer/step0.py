@@ -109,12 +109,10 @@ def _withdraw_idle_preemptions(
     backfill = sorted(placed.outcome.backfilled, key=lambda b: (inputs.job_weight[b], b))  # lightest first
     for j in order.tolist():
         p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
-        if not all(
-            placed.top_weight.get((p, node), -math.inf) <= inputs.job_weight[j]
-            for node in placed.released.get(j, [])
-        ):
-            continue
         weight = float(inputs.job_weight[j])
+        released = placed.released.get(j, [])
+        if not all(placed.top_weight.get((p, node), -math.inf) <= weight for node in released):
+            continue  # a heavier job took its nodes
         give_way = _lighter_backfill(inputs, backfill, placed.pool0, p, weight, g - cap[p])
         freed = [(int(inputs.job_team[b]), float(inputs.job_gang[b])) for b in give_way]
         cap_then, used_then = cap[p] + sum(gpus for _, gpus in freed), list(used)
@@ -252,8 +250,8 @@ class _Step0:
                 self._count(j, p)
                 if self.node_detail:
                     self.nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), float(wall_s[j]))
-            else:
-                self.outcome.no_room.add(j)
+            elif self.cap[p] + EPS < self._gang(j):
+                self.outcome.no_room.add(j)  # inference (or a shrinking pool) took its room
 
     def release_stopped(self, svc_gpus0: np.ndarray) -> None:
         """A stopped gang's GPUs go back on its nodes (where unknown, they count as nodes of their

@@ -27,7 +27,7 @@ class Step0Outcome:
     reclaimed_for: dict[int, int] = field(default_factory=dict)  # stopped borrower -> owner's job started
     backfilled: set[int] = field(default_factory=set)  # started by backfill, not by the plan
     kept_by_bound: set[int] = field(default_factory=set)  # kept running only by the preemption bound
-    no_room: set[int] = field(default_factory=set)  # kept, but no room left (inference, jobs kept first)
+    no_room: set[int] = field(default_factory=set)  # kept, but its pool had no room left for it
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node
     held_for: list[dict[int, int]] = field(default_factory=list)  # per pool: held node -> gang job
     preemption_bound: int = 0  # preemptions allowed per step
