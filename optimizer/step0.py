@@ -114,10 +114,10 @@ def _withdraw_idle_preemptions(
         if not all(placed.top_weight.get((p, node), -math.inf) <= weight for node in released):
             continue  # a heavier job took its nodes
         give_way = _lighter_backfill(inputs, backfill, placed.pool0, p, weight, g - cap[p])
-        freed = [(int(inputs.job_team[b]), float(inputs.job_gang[b])) for b in give_way]
-        cap_then, used_then = cap[p] + sum(gpus for _, gpus in freed), list(used)
-        for team, gpus in freed:
-            used_then[team] -= gpus
+        cap_then, used_then = cap[p], list(used)
+        for b in give_way:
+            cap_then += float(inputs.job_gang[b])
+            used_then[int(inputs.job_team[b])] -= float(inputs.job_gang[b])
         if cap_then + EPS >= g and fits_cohort(used_then, quota, t, g):
             keep[j] = True
             cap[p], used = cap_then - g, used_then

@@ -128,8 +128,11 @@ def test_forecaster_commits_a_state_only_after_its_forecasts_are_delivered(kafka
     parts = Parts(clock=loop.clock, seed=loop.seed, forecast_source=SeasonalNaiveSource(horizon_steps=8))
     runtime = build_runtime("forecaster", loop.settings, parts, metrics=loop.metrics)
     states = [cluster(i, history=[2.0, 3.0, 4.0]) for i in range(ATTEMPTS)]
+
+    def feed(i: int) -> None:
+        _produce(kafka_broker.bootstrap, states_topic, states[i])
+
     try:
-        feed = lambda i: _produce(kafka_broker.bootstrap, states_topic, states[i])  # noqa: E731
         _refuse_then_accept(kafka_broker.bootstrap, runtime, states_topic, forecasts_topic, feed)
     finally:
         runtime.close()
@@ -154,8 +157,11 @@ def test_state_republishes_a_refused_snapshot_and_commits_its_events_after(kafka
         cluster(0, jobs=[job(f"j{k}", JobStatus.QUEUED, 0) for k in range(1, i + 2)], history=[2.0, 3.0])
         for i in range(ATTEMPTS)
     ]
+
+    def feed(i: int) -> None:
+        loop.feed(states[i - 1] if i else None, states[i])
+
     try:
-        feed = lambda i: loop.feed(states[i - 1] if i else None, states[i])  # noqa: E731
         _refuse_then_accept(kafka_broker.bootstrap, runtime, events_topic, states_topic, feed)
     finally:
         runtime.close()

@@ -59,20 +59,22 @@ class Noting:
 @pytest.mark.parametrize("name", ["bursty", "diurnal"])
 def test_every_stop_reason_in_a_simulated_day_is_true(name: str) -> None:
     factory = planner_factories()["ebbtide"]
-    noting: list[Noting] = []
+    noting: Noting | None = None
 
     def noted(sim: Simulator) -> tuple[Policy, ForecastSource]:
+        nonlocal noting
         policy, source = factory(sim)
-        noting.append(Noting(policy))
-        return noting[0], source
+        noting = Noting(policy)
+        return noting, source
 
     wrong: list[str] = []
     stops = 0
 
     def check(record: StepRecord) -> None:
         nonlocal stops
+        assert noting is not None
         stops += sum(d.action == JobAction.PREEMPT for d in record.decision.allocation.jobs)
-        wrong.extend(noting[0].false_stop_reasons(record.decision))
+        wrong.extend(noting.false_stop_reasons(record.decision))
 
     run_scenario(load_scenario(builtin_scenarios()[name]), "ebbtide", noted, quick=True, on_record=check)
     assert stops > 0  # the day has stops to explain
