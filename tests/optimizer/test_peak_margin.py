@@ -84,6 +84,23 @@ def test_idle_gpus_raise_the_burst_ceiling_and_nothing_else() -> None:
     assert "left idle in pool a" in chat.reason
 
 
+def test_every_service_in_a_pool_may_burst_into_its_idle_gpus() -> None:
+    """A small service beside a large one gets the idle GPUs in its ceiling too (whichever bursts
+    first takes them): given to the largest only, a burst of the small one went short."""
+    jobs = [job("pinned", 8, weight=5.0, preemptible=False, running_in="a", hours=8.0)]
+    chat = service("chat", replicas={"a": 12}).model_copy(update={"demand_history": [10.0] * 100})
+    ocr = service("ocr", replicas={"a": 2}).model_copy(update={"demand_history": [2.0] * 100})
+    cluster = state([pool("a", 32)], jobs, [chat, ocr])
+    curves = {"chat": forecast("chat", [10.0] * 96), "ocr": forecast("ocr", [2.0] * 96)}
+    alloc = PlannerPolicy().decide(cluster, curves, cluster.as_of).allocation
+    by_name = {s.service: s for s in alloc.services}
+    idle = 32 - 8 - sum(s.gpus for s in alloc.services)
+    assert idle >= 1
+    for s in by_name.values():
+        assert s.burst_gpus == math.floor(idle)
+        assert s.gpus + s.burst_gpus + 8 <= 32 + 1e-9
+
+
 def test_idle_burst_never_counts_gpus_jobs_hold() -> None:
     jobs = [job("pinned", 8, weight=5.0, preemptible=False, running_in="a", hours=8.0)]
     cluster = _busy_state([10.0] * 100, jobs)
