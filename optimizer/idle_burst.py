@@ -51,7 +51,12 @@ def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
             added[(s.service, s.pool)] = float(extra)
     if not added:
         return decision
-    services = [_with_burst(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
+    sharers: dict[str, list[str]] = defaultdict(list)
+    for service, pool in added:
+        sharers[pool].append(service)
+    services = [
+        _with_burst(s, added.get((s.service, s.pool), 0.0), sharers[s.pool]) for s in allocation.services
+    ]
     first = decision.plan.blocks[0]
     step0_services = [
         c.revised(burst_gpus=c.burst_gpus + added.get((c.service, c.pool), 0.0)) for c in first.services
@@ -65,10 +70,13 @@ def burst_into_idle(decision: Decision, state: ClusterState) -> Decision:
     )
 
 
-def _with_burst(s: ServiceDecision, extra: float) -> ServiceDecision:
+def _with_burst(s: ServiceDecision, extra: float, sharers: list[str]) -> ServiceDecision:
     if extra <= 0:
         return s
     reason = (
         f"{s.reason}; its autoscaler may add up to {extra:g} GPUs left idle in pool {s.pool} within the step"
     )
+    others = sorted(name for name in sharers if name != s.service)
+    if others:
+        reason += f" (shared with {', '.join(others)}: the first to need them takes them)"
     return s.revised(burst_gpus=s.burst_gpus + extra, reason=reason)

@@ -99,6 +99,8 @@ def test_every_service_in_a_pool_may_burst_into_its_idle_gpus() -> None:
     for s in by_name.values():
         assert s.burst_gpus == math.floor(idle)
         assert s.gpus + s.burst_gpus + 8 <= 32 + 1e-9
+    assert "(shared with ocr: the first to need them takes them)" in by_name["chat"].reason
+    assert "(shared with chat: the first to need them takes them)" in by_name["ocr"].reason
 
 
 def test_idle_burst_never_counts_gpus_jobs_hold() -> None:
