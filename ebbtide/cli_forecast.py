@@ -135,6 +135,14 @@ def backtest(
     time_unit_s: Annotated[float, typer.Option(help="seconds per unit of a numeric time column")] = 1.0,
     min_history_days: Annotated[float, typer.Option(help="history before the first origin")] = 14.0,
     max_origins: Annotated[int, typer.Option(help="inner-backtest origins per fit")] = 14,
+    window_days: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            help="forecast from only the last N days at each origin, as a state service keeping N days "
+            "would (default: the whole past; the state service keeps 21)",
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="series name in the JSON (default: file stem)")] = None,
     png: Annotated[Path, typer.Option(help="plot of the selected model's bands")] = Path(
         "forecast_backtest.png"
@@ -154,7 +162,7 @@ def backtest(
         raise typer.BadParameter(f"FILE: {path} does not exist")
     series = _clean_or_exit(load_series(path, time_column, value_column, scale, where, time_unit_s), console)
     series_name = name or path.stem
-    result = _run_backtest(series, series_name, min_history_days, max_origins, console)
+    result = _run_backtest(series, series_name, min_history_days, max_origins, window_days, console)
     console.print(_score_table(result, series_name, series.step_s))
     summary = _timings(result)
     console.print(f"selected per origin: {', '.join(result.selected)}")
@@ -184,7 +192,12 @@ def _clean_or_exit(raw: tuple[list[float], list[float]], console: Console) -> Cl
 
 
 def _run_backtest(
-    series: CleanSeries, series_name: str, min_history_days: float, max_origins: int, console: Console
+    series: CleanSeries,
+    series_name: str,
+    min_history_days: float,
+    max_origins: int,
+    window_days: float | None,
+    console: Console,
 ) -> BacktestResult:
     import time
 
@@ -200,6 +213,7 @@ def _run_backtest(
                 step_s=series.step_s,
                 min_history_days=min_history_days,
                 max_origins=max_origins,
+                window_days=window_days,
                 timer=time.perf_counter,
                 on_origin=lambda done, total: progress.update(task, completed=done, total=total),
             )
@@ -233,6 +247,8 @@ def _score_table(result: BacktestResult, series_name: str, step_s: int) -> Table
     title = f"{series_name}: {len(common)} origins for every model, step {step_s} s, 24 h ahead"
     if left_out:
         title += f" ({left_out} earlier origins left out: a model needs a longer history)"
+    if result.window_days is not None:
+        title += f"; each forecast from the last {result.window_days:g} days only"
     table = Table(title=title)
     groups = _horizon_groups(result)
     columns = ["model", "origins", "rel MAE", "MAE", *(g[0] for g in groups), "WIS", "pinball"]
@@ -288,6 +304,7 @@ def _write_json(json_path: Path, series_name: str, result: BacktestResult, timin
     scores = {
         "model": AUTO,
         "origins": len(common),
+        "window_days": result.window_days,
         **entry(AUTO),
         "selected_per_origin": [
             m for o, m in zip(result.origins, result.selected, strict=True) if o in common

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 
 from actuators.factory import ActuatorConfig
+from streams.fold import DEFAULT_HISTORY_STEPS
 from streams.kafka_client import KafkaConnection
 from streams.topics_admin import TopicDurability
 
@@ -81,7 +82,7 @@ class CollectorSettings(_Group):
 
 
 class StateSettings(_Group):
-    max_history_steps: int = Field(default=7 * 96, ge=1, le=100_000)
+    max_history_steps: int = Field(default=DEFAULT_HISTORY_STEPS, ge=1, le=100_000)
     high_priority_weight: float = Field(default=5.0, gt=0.0, description="a job at or above re-plans at once")
     max_event_skew_s: float = Field(
         default=86_400.0,

@@ -65,6 +65,7 @@ class BacktestResult:
     step_s: int
     horizon_steps: int
     values: Array
+    window_days: float | None = None  # each forecast saw only this much history (None: the whole past)
     origins: list[int] = field(default_factory=list)
     forecasts: dict[str, dict[int, dict[str, Array]]] = field(default_factory=dict)  # model -> origin -> q
     selected: list[str] = field(default_factory=list)
@@ -137,23 +138,29 @@ def rolling_origin_backtest(
     step_s: int,
     min_history_days: float = 7.0,
     max_origins: int = 14,
+    window_days: float | None = None,
     score_candidates: bool = True,
     timer: Callable[[], float] | None = None,
     on_origin: Callable[[int, int], None] | None = None,
 ) -> BacktestResult:
-    """24-hour-ahead forecasts from one origin a day; ``timer`` (seconds, e.g. time.perf_counter)
-    makes it record fit and step-time forecast durations; ``on_origin(done, total)`` reports progress."""
+    """24-hour-ahead forecasts from one origin a day; ``window_days``: each forecast sees only the
+    last that many days before its origin (what a state service keeping that much history hands the
+    forecaster), else the whole past; ``timer`` (seconds, e.g. time.perf_counter) makes it record
+    fit and step-time forecast durations; ``on_origin(done, total)`` reports progress."""
     if DAY_S % step_s != 0:
         raise ValueError(f"step_s: {step_s} s does not divide a day; a 24-hour backtest needs it to")
+    if window_days is not None and window_days < 1:
+        raise ValueError(f"window_days: {window_days} is under a day; a daily season needs one")
     series = np.asarray(values, dtype=float)
     horizon = DAY_S // step_s
-    result = BacktestResult(step_s=step_s, horizon_steps=horizon, values=series)
+    result = BacktestResult(step_s=step_s, horizon_steps=horizon, values=series, window_days=window_days)
+    window = series.size if window_days is None else round(window_days * DAY_S / step_s)
     origins = backtest_origins(series.size, step_s, horizon, min_history_days)
     names = [AUTO] + ([m.name for m in default_models()] + [ENSEMBLE_NAME] if score_candidates else [])
     result.forecasts = {name: {} for name in names}
     clock = timer or (lambda: 0.0)
     for done, origin in enumerate(origins):
-        history = series[:origin]
+        history = series[max(origin - window, 0) : origin]
         t0 = clock()
         fitted = fit_service(
             history,

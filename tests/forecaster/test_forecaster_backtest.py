@@ -39,6 +39,27 @@ def test_changing_the_future_changes_no_forecast_made_before_it() -> None:
     assert not np.array_equal(base.forecasts[AUTO][later]["p50"], other.forecasts[AUTO][later]["p50"])
 
 
+def test_a_window_hides_the_history_before_it() -> None:
+    """With ``window_days`` each fit sees only that much: changing the past before every origin's
+    window changes nothing, and without the window it changes the forecasts."""
+    values = synthetic_hourly(12, seed=5)
+    kwargs = {"step_s": 3600, "min_history_days": 9, "max_origins": 4, "score_candidates": False}
+    base = rolling_origin_backtest(values, window_days=7, **kwargs)
+    older = values.copy()
+    older[: 2 * 24] = older[: 2 * 24] * 3 + 7  # before the first origin's 7-day window (day 9)
+    windowed = rolling_origin_backtest(older, window_days=7, **kwargs)
+    whole = rolling_origin_backtest(older, **kwargs)
+    first = base.origins[0]
+
+    def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+        return all(np.array_equal(a[key], b[key]) for key in a)
+
+    assert same(base.forecasts[AUTO][first], windowed.forecasts[AUTO][first])
+    assert not same(base.forecasts[AUTO][first], whole.forecasts[AUTO][first])
+    with pytest.raises(ValueError, match="window_days"):
+        rolling_origin_backtest(values, window_days=0.5, **kwargs)
+
+
 def test_seasonal_naive_scores_exactly_one_relative_to_itself() -> None:
     result = rolling_origin_backtest(
         synthetic_hourly(12, seed=2), step_s=3600, min_history_days=9, max_origins=4
@@ -103,6 +124,7 @@ def test_cli_backtest_writes_table_png_and_json(tmp_path: Path) -> None:
     assert set(entry) == {
         "model",
         "origins",
+        "window_days",
         "rel_mae",
         "mae",
         "mae_by_horizon",

@@ -44,6 +44,7 @@ from schemas.base import Event
 from schemas.codec import encode
 from schemas.inventory import InventoryNode, InventoryPool, InventoryService, PoolInventory
 from schemas.topics import ALLOCATIONS, CLUSTER_STATE, FORECASTS, INVENTORY, MAX_RECORD_BYTES, PLANS, Topic
+from streams.fold import DEFAULT_HISTORY_STEPS
 
 JOBS, POOLS, GPUS_PER_POOL, SERVICES, GPUS_PER_NODE = 10_000, 16, 3_125, 16, 8
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -124,12 +125,12 @@ def _job(j: int) -> JobState:
 
 
 def largest_state() -> ClusterState:
-    week = 7 * 96  # the state service's default history: a week of 15 min steps
+    history = DEFAULT_HISTORY_STEPS  # the state service's default: three weeks of 15 min steps
     services = [
         ServiceState(
             spec=ServiceSpec(service=f"inference-service-{s:02d}", allowed_pools=[f"gpu-pool-{s:02d}"]),
             replicas={f"gpu-pool-{p:02d}": 40 for p in range(POOLS)},
-            demand_history=[RNG.uniform(0, 2000) for _ in range(week)],
+            demand_history=[RNG.uniform(0, 2000) for _ in range(history)],
         )
         for s in range(SERVICES)
     ]
