@@ -6,10 +6,13 @@ shift no history showed, a burst) the service's autoscaler can add replicas at o
 ``burst_gpus`` ceiling. Lending sets that ceiling to what it lent; GPUs that neither a service nor
 a job holds in step 0 are free for the autoscaler too, at no cost to any job, so they are added to
 the ceiling of every service in that pool, in whole replicas of each: whichever bursts first takes
-them, as pods of several deployments take a node's free GPUs on Kubernetes (the autoscaler takes
-free GPUs before it stops any borrower, simulator/autoscaler.py). Giving them to one service only
-left a bursting small service short beside a large quiet one: the many-services workload's
-moderation bursts went 10 times as short as under kueue-hpa, whose every service may double.
+them (the simulated autoscaler takes free GPUs before it stops any borrower and never takes another
+service's, simulator/autoscaler.py). The ceilings together may exceed the idle GPUs: on Kubernetes a
+second service bursting in the same step gets replicas the free GPUs cannot hold, which preempt
+batch pods (inference outranks batch, deploy/rbac/priorityclasses.yaml) until the next plan sizes
+both. Giving the idle GPUs to the largest service only left a bursting small service short beside
+a large quiet one: the many-services workload's moderation bursts went 10 times as short as under
+kueue-hpa, whose every service may double.
 Pure: a function of the decision and the cluster state.
 """
 
