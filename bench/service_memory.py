@@ -41,6 +41,7 @@ from schemas import (
 )
 from schemas.codec import encode
 from schemas.topics import ALLOCATIONS, DEMAND_SAMPLES, GPU_SAMPLES, JOB_EVENTS
+from streams.fold import DEFAULT_HISTORY_STEPS
 from streams.state_diff import gpu_samples_of
 from streams.topics_admin import ensure_catalogue
 
@@ -59,8 +60,9 @@ class ServiceMemory:
 
 
 def memory_cluster(now: datetime) -> ClusterState:
-    """A mid-sized cluster: 320 GPUs in two pools, three inference services with a week of history."""
-    history = [2.0 + (i % 96) / 16.0 for i in range(7 * 96)]
+    """A mid-sized cluster: 320 GPUs in two pools, three inference services with the state service's
+    default history (three weeks: the forecaster fits its weekly models, MSTL among them, on it)."""
+    history = [2.0 + (i % 96) / 16.0 for i in range(DEFAULT_HISTORY_STEPS)]
     return ClusterState(
         cluster=CLUSTER,
         as_of=now,
