@@ -30,6 +30,15 @@ def bench(
     ] = None,
     policy: Annotated[list[str] | None, typer.Option("--policy", help="Policy name (repeatable).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Override every scenario's seed.")] = None,
+    history_days: Annotated[
+        float | None,
+        typer.Option(
+            "--history-days",
+            min=7.0,
+            help="Override every scenario's demand history before the window (default 8 days; the state "
+            "service keeps 21). A trace replay then starts that much earlier in the trace.",
+        ),
+    ] = None,
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per cell; latency medians.")] = 1,
     seeds: Annotated[
         int, typer.Option("--seeds", min=1, help="Seeds per scenario (from --seed or its own): min, median.")
@@ -53,6 +62,8 @@ def bench(
     except ScenarioError as exc:
         console.print(str(exc), style="red", markup=False, highlight=False)
         raise typer.Exit(2) from None
+    if history_days is not None:
+        scenarios = [s.model_copy(update={"history_days": history_days}) for s in scenarios]
     names = [s.name for s in scenarios]
     if len(names) != len(set(names)):
         raise typer.BadParameter(f"two scenarios share a name: {names}", param_hint="--scenario-file")
@@ -75,7 +86,8 @@ def bench(
     )
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result.to_json(), indent=2, sort_keys=False))
+        figures = {**result.to_json(), "history_days": history_days}  # None: each scenario's own
+        json_path.write_text(json.dumps(figures, indent=2, sort_keys=False))
         out.print(f"JSON: {json_path}")
     if result.failures:
         for scenario_name, errors in result.failures.items():

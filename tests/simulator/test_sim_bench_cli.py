@@ -90,6 +90,40 @@ def test_bench_writes_json_and_png(tmp_path: Path) -> None:
     assert "peak memory" in result.output
 
 
+def test_history_days_sets_the_history_every_policy_sees(tmp_path: Path) -> None:
+    """``--history-days`` overrides each scenario's history: a policy's first state carries that many
+    days of demand steps, and the JSON says which history the figures come from."""
+    from simulator.forecast_sources import NoForecastSource
+    from simulator.policies.fifo import FifoPolicy
+    from simulator.registry import _EXTRA, register_policy
+
+    seen: list[int] = []
+
+    class Recording(FifoPolicy):
+        def decide(self, state, forecasts, now):  # type: ignore[no-untyped-def]
+            seen.append(len(state.services[0].demand_history))
+            return super().decide(state, forecasts, now)
+
+    register_policy("recording", lambda sim: (Recording(name="recording"), NoForecastSource()))
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(TINY)
+    out = tmp_path / "out.json"
+    try:
+        for days, json_path in ((None, None), (21, out)):
+            seen.clear()
+            args = ["bench", "--quick", "--scenario-file", str(scenario), "--policy", "recording"]
+            args += ["--out-dir", str(tmp_path / "png")]
+            args += [] if days is None else ["--history-days", str(days), "--json", str(json_path)]
+            result = CliRunner().invoke(app(), args)
+            assert result.exit_code == 0, result.output
+            assert seen[0] == (8 if days is None else days) * 96  # 15-minute steps; the scenario default: 8
+    finally:
+        _EXTRA.pop("recording", None)
+    assert json.loads(out.read_text())["history_days"] == 21
+    result = CliRunner().invoke(app(), ["bench", "--scenario-file", str(scenario), "--history-days", "3"])
+    assert result.exit_code != 0 and "history-days" in result.output
+
+
 def test_bench_rejects_a_bad_file_naming_file_and_field(tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(TINY.replace("nodes: 2", "nodes: -1"))
