@@ -36,7 +36,7 @@ def bench(
             "--history-days",
             min=7.0,
             help="Override every scenario's demand history before the window (default 8 days; the state "
-            "service keeps 21). A trace replay then starts that much earlier in the trace.",
+            "service keeps 21). A trace replay's window then falls that much later in its trace.",
         ),
     ] = None,
     repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per cell; latency medians.")] = 1,
