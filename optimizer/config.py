@@ -30,6 +30,17 @@ class PlannerConfig:
     """Cost per GPU-hour of a replica missing under min_replicas, same unit."""
     earliness: float = 0.75
     """Work in step 0 is worth (1 + earliness) x work at the horizon's end."""
+    finish_bonus: float = 0.05
+    """Among jobs of equal weight, the one closer to done goes first (Smith's rule within a weight
+    class): a GPU-hour of a job whose gang has h hours of work left is worth ``finish_bonus x
+    finish_hours / (finish_hours + h)`` more (optimizer/parameters.py): 2.5% an hour from done,
+    0.5% at 9 hours, never ``finish_bonus`` or more, so a weight that much heavier always outranks
+    it. Measured over 57 bench runs (the 8 built-ins and 7 extras at seeds default, 11 and 23, and
+    6 held-out scenarios at 2 seeds): weighted completions at least the best baseline's in 48
+    runs instead of 33 without it, PWT in 49 instead of 48; PWT / best baseline summed 58.99 ->
+    58.72 (steady and a held-out business-hours run lost most)."""
+    finish_hours: float = 1.0
+    """Hours of work left at which a job gets half of ``finish_bonus``."""
     deadline_penalty: float = 2.0
     """Cost of one GPU-hour of a job's remaining work that its plan leaves past its deadline, in
     units of the most any job's GPU-hour is worth (the largest weight x (1 + earliness)): above 1,
@@ -103,6 +114,7 @@ class PlannerConfig:
             "shortfall_penalty": self.shortfall_penalty,
             "min_replica_penalty": self.min_replica_penalty,
             "earliness": self.earliness,
+            "finish_bonus": self.finish_bonus,
             "deadline_penalty": self.deadline_penalty,
             "deadline_margin_s": self.deadline_margin_s,
             "preemption_penalty_gpu_h": self.preemption_penalty_gpu_h,
@@ -118,6 +130,8 @@ class PlannerConfig:
         for name, number in non_negative.items():
             if number < 0:
                 raise ValueError(f"PlannerConfig.{name}: must be >= 0, got {number!r}")
+        if not self.finish_hours > 0:
+            raise ValueError(f"PlannerConfig.finish_hours: must be > 0, got {self.finish_hours!r}")
         if not self.time_limit_s > 0:
             raise ValueError(f"PlannerConfig.time_limit_s: must be > 0, got {self.time_limit_s!r}")
         if self.backend not in ("highspy", "pyomo"):

@@ -39,17 +39,28 @@ class Parameters:
 
 
 def block_values(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
-    """[J, B] value of one GPU-hour of each job in each block: its priority, more the earlier
-    (deadlines are rows of their own: formulation.py's ``deadline``, priced by ``late``)."""
+    """[J, B] value of one GPU-hour of each job in each block: its priority, more the earlier, and
+    a little more the closer it is to done (deadlines are rows of their own: formulation.py's
+    ``deadline``, priced by ``late``)."""
     blocks = inputs.blocks
     mid = blocks.first_step + blocks.n_steps / 2.0
     earliness = 1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps)
-    values: np.ndarray = inputs.job_weight[:, None] * earliness[None, :]
+    weight = inputs.job_weight * (1.0 + finish_share(inputs, config))
+    values: np.ndarray = weight[:, None] * earliness[None, :]
     return values
 
 
+def finish_share(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
+    """[J] how much more a GPU-hour of each job is worth for being closer to done, as a share of
+    its weight (PlannerConfig.finish_bonus): among equal weights, the sooner done goes first."""
+    hours_left = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0) / 3600.0
+    share: np.ndarray = config.finish_bonus * config.finish_hours / (config.finish_hours + hours_left)
+    return share
+
+
 def top_job_value(inputs: PlanInputs, config: PlannerConfig) -> float:
-    """The most one GPU-hour of any job is worth (block_values' largest possible value)."""
+    """The unit of the SLO's and deadlines' prices: the most one GPU-hour of any job is worth
+    before the little its nearness to done adds (block_values: under PlannerConfig.finish_bonus)."""
     return inputs.max_weight * (1.0 + config.earliness)
 
 

@@ -39,10 +39,14 @@ class PyomoResult:
 
 
 def job_value(inputs: PlanInputs, config: PlannerConfig, j: int, b: int) -> float:
-    """Value of one GPU-hour of job j in block b: its weight, more the earlier."""
+    """Value of one GPU-hour of job j in block b: its weight, more the earlier, and a little more
+    the fewer hours of work its gang has left (PlannerConfig.finish_bonus)."""
     first, steps = float(inputs.blocks.first_step[b]), float(inputs.blocks.n_steps[b])
     mid = first + steps / 2.0
-    return float(inputs.job_weight[j]) * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
+    hours_left = float(inputs.job_remaining_s[j]) / max(float(inputs.job_gang[j]), 1.0) / 3600.0
+    nearly_done = config.finish_bonus * config.finish_hours / (config.finish_hours + hours_left)
+    weight = float(inputs.job_weight[j]) * (1.0 + nearly_done)
+    return weight * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
 
 
 def shortfall_cost(inputs: PlanInputs, config: PlannerConfig) -> float:

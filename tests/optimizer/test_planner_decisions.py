@@ -32,6 +32,28 @@ SCENARIOS = [
         },
     ),
     Scenario(
+        # equal weights: the same GPU-hours either way, but finishing the short one first
+        # completes a job 10 hours sooner (PlannerConfig.finish_bonus); listed second, so the
+        # order of the jobs does not pick it
+        "among-equal-weights-the-job-closer-to-done-starts-first",
+        pools=(Pool("a", 8),),
+        jobs=(
+            Job("long-old", 8, hours=10.0, submitted_min_ago=120),
+            Job("short-new", 8, hours=1.0, submitted_min_ago=1),
+        ),
+        want_jobs={"short-new": run("a"), "long-old": hold("needs a gang of 8 GPUs")},
+    ),
+    Scenario(
+        # nearness to done never outranks a weight 10% heavier
+        "a-heavier-long-job-outranks-a-lighter-short-one",
+        pools=(Pool("a", 8),),
+        jobs=(
+            Job("short-light", 8, weight=1.0, hours=0.25, submitted_min_ago=120),
+            Job("long-heavy", 8, weight=1.1, hours=10.0, submitted_min_ago=1),
+        ),
+        want_jobs={"long-heavy": run("a"), "short-light": hold("needs a gang of 8 GPUs")},
+    ),
+    Scenario(
         "batch-moves-into-the-night-trough",
         pools=(Pool("a", 16),),
         services=(Service("chat", replicas={"a": 14}, forecast=DAY_BUSY_THEN_NIGHT),),

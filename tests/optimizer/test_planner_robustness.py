@@ -8,6 +8,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from optimizer_cases import NOW, forecast, job, pool, service, state
 from plan_checks import check_plan
 
@@ -162,3 +163,11 @@ def test_highs_prints_no_banner() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"), [("finish_bonus", -0.1), ("finish_hours", 0.0), ("earliness", -1.0)]
+)
+def test_a_bad_planner_setting_fails_at_start_naming_it(setting: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"PlannerConfig.{setting}"):
+        PlannerConfig(**{setting: value})
