@@ -5,9 +5,9 @@ Part of pipeline stage 3 (update the model, optimizer/model_update.py).
 Everything that changes from step to step (demand at the SLO quantile, pool capacity, remaining
 work, running placements, weights, deadlines) lands here, on top of a fixed ModelStructure.
 The objective is minimised: value of priority-weighted work (earlier is worth more, and a job
-closer to done a little more: ``finish_share``) enters negatively; SLO shortfall, missing minimum replicas, preemption
-(work since the last checkpoint plus restart cost), interference (capacity on shared GPUs),
-scale-up churn, idle service GPUs and work left past a deadline enter positively.
+closer to done a little more: ``finish_share``) enters negatively; SLO shortfall, missing minimum
+replicas, preemption (work since the last checkpoint plus restart cost), interference (capacity on
+shared GPUs), scale-up churn, idle service GPUs and work left past a deadline enter positively.
 
 Deadlines (``deadline_requirement``): a job whose gang can still finish its remaining work by its
 deadline, running from now on, asks its deadline row for all of it, and each GPU-hour left past

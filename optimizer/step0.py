@@ -476,14 +476,17 @@ class _Step0:
             self._hold_nodes(j, pools[0])
 
     def backfill(self, plan: Plan0, backfill_above: float) -> None:
-        """What rounding left idle: highest weight first, then the jobs the plan wants soonest;
-        best fit (the fullest pool that still takes the gang)."""
+        """What rounding left idle: highest weight first, then the jobs the plan starts soonest
+        (the first block it gives them), then the fewest hours of work left; best fit (the
+        fullest pool that still takes the gang)."""
         inputs = self.inputs
         idle_now = (inputs.job_running_pool < 0) & (self.pool0 < 0) & (self.remaining > 0)
         idle = (idle_now & (inputs.job_weight > backfill_above)).nonzero()[0]
-        soon = plan.share[idle].sum(axis=1) if plan.share.shape[1] else np.zeros(idle.size)
-        # lexsort is stable: jobs equal on both keys stay in index order
-        for j in idle[np.lexsort((-soon, -inputs.job_weight[idle]))].tolist():
+        planned = plan.share[idle] > EPS
+        first_block = np.where(planned.any(axis=1), planned.argmax(axis=1), planned.shape[1])
+        hours_left = inputs.job_remaining_s[idle] / np.maximum(inputs.job_gang[idle], 1.0)
+        # lexsort is stable: jobs equal on every key stay in index order
+        for j in idle[np.lexsort((hours_left, first_block, -inputs.job_weight[idle]))].tolist():
             allowed = np.flatnonzero(inputs.job_allowed[j]).tolist()
             pools = sorted(allowed, key=lambda p: (self.cap[p], p))
             if self.try_start(j, pools, float(inputs.job_weight[j])):
