@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.config import PlannerConfig
-from optimizer.deadlines import deadline_in_reach
+from optimizer.deadlines import deadline_in_reach, steps_of_work
 from optimizer.formulation import INF, ModelStructure
 from optimizer.inputs import PlanInputs
 
@@ -53,7 +53,7 @@ def block_values(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
 def finish_share(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
     """[J] how much more a GPU-hour of each job is worth for being closer to done, as a share of
     its weight (PlannerConfig.finish_bonus): among equal weights, the sooner done goes first."""
-    hours_left = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0) / 3600.0
+    hours_left = steps_of_work(inputs) * inputs.step_s / 3600.0
     share: np.ndarray = config.finish_bonus * config.finish_hours / (config.finish_hours + hours_left)
     return share
 

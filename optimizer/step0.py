@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from optimizer.deadlines import steps_of_work
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook, NodeHolds, place_gang
@@ -484,9 +485,9 @@ class _Step0:
         idle = (idle_now & (inputs.job_weight > backfill_above)).nonzero()[0]
         planned = plan.share[idle] > EPS
         first_block = np.where(planned.any(axis=1), planned.argmax(axis=1), planned.shape[1])
-        hours_left = inputs.job_remaining_s[idle] / np.maximum(inputs.job_gang[idle], 1.0)
+        steps_left = steps_of_work(inputs)[idle]
         # lexsort is stable: jobs equal on every key stay in index order
-        for j in idle[np.lexsort((hours_left, first_block, -inputs.job_weight[idle]))].tolist():
+        for j in idle[np.lexsort((steps_left, first_block, -inputs.job_weight[idle]))].tolist():
             allowed = np.flatnonzero(inputs.job_allowed[j]).tolist()
             pools = sorted(allowed, key=lambda p: (self.cap[p], p))
             if self.try_start(j, pools, float(inputs.job_weight[j])):
