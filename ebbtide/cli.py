@@ -6,7 +6,6 @@ Kept thin: it parses arguments and calls into the parts; the parts never import 
 from __future__ import annotations
 
 import importlib
-import sys
 
 import typer
 
@@ -73,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

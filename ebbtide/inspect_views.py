@@ -29,7 +29,8 @@ def latest_for(records: Sequence[Any], cluster: str) -> Any | None:
 
 
 def _issued(record: Any) -> datetime:
-    return record.issued_at if hasattr(record, "issued_at") else record.as_of
+    issued: datetime = record.issued_at if hasattr(record, "issued_at") else record.as_of
+    return issued
 
 
 def explain_job(

@@ -215,7 +215,7 @@ def _highs(lp: WindowLp) -> highspy.Highs:
     model.a_matrix_.index_ = lp.matrix.indices.astype(np.int32)
     model.a_matrix_.value_ = lp.matrix.data
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = n_col, n_row
-    highs = highspy._Highs()  # type: ignore[attr-defined]
+    highs: highspy.Highs = highspy._Highs()  # type: ignore[attr-defined]
     highs.setOptionValue("output_flag", False)
     # one thread, as the planner's (optimizer/solve_highs.py): HiGHS's thread pool is global to the
     # process, and a later instance asking for another count than the first one's fails to run

@@ -8,7 +8,7 @@ contract by the caller) goes to the job-events topic keyed by job id; the state 
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from schemas.base import Event
 from schemas.topics import Topic
@@ -54,7 +54,12 @@ def produce_confirmed(
         config={"message.timeout.ms": timeout_ms, "linger.ms": 0},
     )
     delivered: list[Delivered] = []
-    producer.send(target, event, on_delivery=lambda done, _error: done and delivered.append(done))
+
+    def on_delivery(done: Delivered | None, _error: KafkaError | None) -> None:
+        if done is not None:
+            delivered.append(done)
+
+    producer.send(target, event, on_delivery=on_delivery)
     producer.flush(timeout_s + 5.0)
     if not delivered:
         raise DeliveryError(f"{target.name} key={getattr(event, 'key', None)!r}: no acknowledgement")

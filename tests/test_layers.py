@@ -1,5 +1,5 @@
-"""House rules that tools check: layers (import-linter, contracts in pyproject.toml), ruff, strict mypy
-on the pure parts, and a docstring at the top of every module."""
+"""House rules that tools check: layers (import-linter, contracts in pyproject.toml), ruff's lint and
+format, mypy on every package (strict on the pure parts), and a docstring at the top of every module."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    "schemas", "loop", "streams", "forecaster", "optimizer", "actuators", "simulator", "ebbtide", "bench"
+)  # fmt: skip
 
 
 def test_import_contracts_kept() -> None:
@@ -21,18 +24,7 @@ def test_import_contracts_kept() -> None:
 
 def test_every_module_has_a_docstring() -> None:
     missing = []
-    packages = (
-        "schemas",
-        "loop",
-        "streams",
-        "forecaster",
-        "optimizer",
-        "actuators",
-        "simulator",
-        "ebbtide",
-        "bench",
-    )
-    for package in packages:
+    for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text().lstrip()
             if not text.startswith(('"""', "'''", 'r"""')):
@@ -50,9 +42,17 @@ def test_ruff_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_pure_parts_type_check_strict() -> None:
+def test_ruff_formatted() -> None:
+    command = [_tool("ruff"), "format", "--check", "."]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_package_type_checks_and_the_pure_parts_strictly() -> None:
+    """mypy over every package; pyproject.toml's overrides make schemas, loop, forecaster and
+    optimizer strict."""
     result = subprocess.run(
-        [_tool("mypy"), "schemas", "loop", "forecaster", "optimizer"],
+        [_tool("mypy"), *PACKAGES],
         cwd=ROOT,
         capture_output=True,
         text=True,
