@@ -120,6 +120,9 @@ class PlanInputs:
     held_nodes: NodeHolds | None = None  # nodes held for blocked gangs at the last decision
     job_nodes: dict[str, dict[int, int]] = field(default_factory=dict)
     """Running job id -> GPUs it holds per node (indices into pool_free_nodes); absent: unknown."""
+    pool_node_out_s: tuple[dict[int, float], ...] = ()
+    """Per pool: node index (into pool_free_nodes) -> seconds from now until a maintenance window
+    that names it takes it out; nodes no window names are absent."""
 
     def active_jobs(self) -> np.ndarray:
         """Indices of real jobs (empty slots of a persistent model are left out)."""
@@ -150,6 +153,11 @@ class PlanInputs:
             return np.zeros((0, self.blocks.count))
         return np.maximum.reduceat(self.svc_demand_steps, self.blocks.first_step, axis=1)
 
+    def run_s(self, j: int) -> float:
+        """Wall seconds job j would run if started now: its work left over its gang, and its restart."""
+        work_s = float(self.job_remaining_s[j]) / max(float(self.job_gang[j]), 1.0)
+        return work_s + float(self.job_restart_s[j])
+
     def step_start(self, step: int) -> datetime:
         return self.now + timedelta(seconds=self.step_s * step)
 
@@ -179,6 +187,22 @@ def _pool_capacity(
         window_reason.append("; ".join(notes))
     available = np.asarray([float(p.gpus_available) for p in pools]).reshape(-1, 1)
     return np.maximum(np.minimum(avail, available), 0.0), window_reason
+
+
+def nodes_going_out(pool: PoolState, now: datetime) -> dict[int, float]:
+    """Node index -> seconds from now until the first window that names the node starts (0 for a
+    window under way), for the nodes the pool lists by name."""
+    index = {name: i for i, name in enumerate(pool.node_names)}
+    out: dict[int, float] = {}
+    for window in pool.windows:
+        if window.end <= now:
+            continue
+        starts_in = max((window.start - now).total_seconds(), 0.0)
+        for name in window.nodes:
+            i = index.get(name)
+            if i is not None:
+                out[i] = min(out.get(i, math.inf), starts_in)
+    return out
 
 
 def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.ndarray:
@@ -254,6 +278,7 @@ def build_inputs(
         avail_steps=avail,
         pool_free_nodes=tuple(list(getattr(p, "free_gpus_by_node", None) or []) or None for p in pools),
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
+        pool_node_out_s=tuple(nodes_going_out(p, now) for p in pools),
         window_reason=tuple(window_reason),
         **_service_fields(state, forecasts, now, config, curve, band_factors, scaled_up_gpus),
         **_job_fields(state, now, steps, step_s, config.lend_outside_quotas),

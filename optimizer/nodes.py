@@ -57,10 +57,19 @@ class NodeBook:
     it would end before they drain (EASY backfill): where the state says which nodes hold which
     running jobs (``note_running``), a hold knows when its nodes drain (its shadow time), and work
     that ends by then may use them without delaying the gang.
+
+    A node a maintenance window takes out in ``out_s`` seconds (``node_out_s``, per pool) takes
+    only work that ends by then: work still running would be stopped with it.
     """
 
-    def __init__(self, free_by_node: list[list[int] | None], gpus_per_node: list[int]) -> None:
+    def __init__(
+        self,
+        free_by_node: list[list[int] | None],
+        gpus_per_node: list[int],
+        node_out_s: list[dict[int, float]] | None = None,
+    ) -> None:
         self.free = [None if nodes is None else list(nodes) for nodes in free_by_node]
+        self.out_s = node_out_s or [{} for _ in free_by_node]  # per pool: node -> seconds until it goes out
         self.per_node = gpus_per_node
         self.held: list[dict[int, float]] = [{} for _ in free_by_node]  # node -> weight it is held for
         self.held_job: list[dict[int, int]] = [{} for _ in free_by_node]  # node -> job it is held for
@@ -153,8 +162,9 @@ class NodeBook:
 
     def _open(self, pool: int, weight: float, run_s: float = math.inf) -> list[int] | None:
         """Free GPUs per node that work of ``weight`` running ``run_s`` seconds may use: nodes
-        held for a higher weight only when it ends before they drain."""
-        nodes = self.free[pool]
+        held for a higher weight only when it ends before they drain, nodes going out for
+        maintenance only when it ends before they go."""
+        nodes = self._staying(pool, run_s)
         held = self.held[pool]
         if nodes is None or not held:
             return nodes
@@ -163,6 +173,21 @@ class NodeBook:
             0 if held.get(i, -math.inf) > weight and run_s > shadow.get(i, 0.0) else f
             for i, f in enumerate(nodes)
         ]
+
+    def _staying(self, pool: int, run_s: float) -> list[int] | None:
+        """Free GPUs per node, none on the nodes that go out for maintenance within ``run_s``."""
+        nodes, out = self.free[pool], self.out_s[pool]
+        if nodes is None or not out:
+            return nodes
+        return [0 if out.get(i, math.inf) < run_s else f for i, f in enumerate(nodes)]
+
+    def fits_but_for_maintenance(self, pool: int, gang: float, run_s: float) -> bool:
+        """The gang fits the pool's free nodes now, but not those that stay up for ``run_s``."""
+        nodes = self.free[pool]
+        if nodes is None or place_gang(nodes, int(gang), self.per_node[pool]) is None:
+            return False
+        staying = self._staying(pool, run_s)
+        return staying is not None and place_gang(staying, int(gang), self.per_node[pool]) is None
 
     def fits(self, pool: int, gang: float, weight: float = math.inf, run_s: float = math.inf) -> bool:
         nodes = self._open(pool, weight, run_s)

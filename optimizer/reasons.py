@@ -11,6 +11,7 @@ what several reasons quote (each pool's note, each service's forecast note, the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import NamedTuple
 
 import numpy as np
@@ -62,6 +63,8 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
     "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
     "end before they do (its own weight {weight}){held}; {when}",
+    C.NODES_GO_OUT: "held: the free nodes of pool {pool} that would take its gang of {gpus} go out for "
+    "maintenance before it would end (it runs {run_h} h): node(s) {nodes}, from {at}{held}; {when}",
     C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
     "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
@@ -365,7 +368,24 @@ class ReasonContext:
             return explain(C.FRAGMENTATION, largest=max(free), per_node=per_node, **numbers)
         if blocked.cause == C.NODES_HELD_FOR_GANG and blocked.gang >= 0:
             return explain(C.NODES_HELD_FOR_GANG, **self._other_job(blocked.gang), **numbers)
+        if blocked.cause == C.NODES_GO_OUT:
+            return explain(C.NODES_GO_OUT, **self._going_out(j, p), **numbers)
         return self._full_reason(j, p, numbers)
+
+    def _going_out(self, j: int, p: int) -> dict[str, object]:
+        """The nodes of pool p with free GPUs that go out for maintenance before job j would end,
+        when the first of them goes, and how long j would run."""
+        inp = self.inputs
+        run_s = inp.run_s(j)
+        free = self.plan.outcome.node_free[p] or []
+        out = inp.pool_node_out_s[p]
+        going = sorted(i for i, out_s in out.items() if out_s < run_s and i < len(free) and free[i] > 0)
+        first_s = min((out[i] for i in going), default=0.0)
+        return {
+            "run_h": f"{run_s / 3600.0:.1f}",
+            "nodes": ", ".join(f"#{i}" for i in going),
+            "at": f"{inp.now + timedelta(seconds=first_s):%H:%M}",
+        }
 
     def _reclaims_quota(self, j: int, by: int) -> bool:
         """Job j's team holds more than its quota now (it borrows), and ``by``, of another team with

@@ -205,7 +205,11 @@ class _Step0:
             cap=free0.tolist(),
             used=[0.0] * inputs.team_quota.size,
             quota=inputs.team_quota.tolist(),
-            nodes=NodeBook(list(inputs.pool_free_nodes), list(inputs.pool_gpus_per_node)),
+            nodes=NodeBook(
+                list(inputs.pool_free_nodes),
+                list(inputs.pool_gpus_per_node),
+                [dict(out) for out in inputs.pool_node_out_s] or None,
+            ),
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
             rules=rules,
@@ -282,8 +286,8 @@ class _Step0:
         if not self._within_quota(j):
             self.outcome.blocked[j] = Blocked(DecisionCause.TEAM_QUOTA, -1)
             return False
-        inputs, g = self.inputs, self._gang(j)
-        start_s = float(inputs.job_remaining_s[j]) / max(g, 1.0) + float(inputs.job_restart_s[j])
+        g = self._gang(j)
+        start_s = self.inputs.run_s(j)
         if not self._reclaim_for(j, pools, rank, start_s):
             return False
         for p in self._by_dips(j, pools):
@@ -294,7 +298,7 @@ class _Step0:
             self._count(j, p)
             self.outcome.blocked.pop(j, None)
             return True
-        self.outcome.blocked[j] = self._blocked_in(j, pools, rank)
+        self.outcome.blocked[j] = self._blocked_in(j, pools, rank, start_s)
         return False
 
     def _reclaim_for(self, j: int, pools: list[int], rank: float, start_s: float) -> bool:
@@ -359,9 +363,11 @@ class _Step0:
             return False
         return self.nodes.free[p] is None or self.nodes.fits(p, self._gang(j), rank, start_s)
 
-    def _blocked_in(self, j: int, pools: list[int], rank: float) -> Blocked:
-        """Why no pool of ``pools`` takes job j: nodes held for another gang where the pool's nodes
-        would otherwise take it, else fragmentation where it has the GPUs, else the fullest pool."""
+    def _blocked_in(self, j: int, pools: list[int], rank: float, run_s: float) -> Blocked:
+        """Why no pool of ``pools`` takes job j, running ``run_s`` seconds: its nodes with room go
+        out for maintenance before it would end, or are held for another gang, where the pool's
+        nodes would otherwise take it; else fragmentation where it has the GPUs; else the fullest
+        pool."""
         g, nodes = self._gang(j), self.nodes
         fragmented: list[int] = []
         for p in pools:
@@ -371,6 +377,8 @@ class _Step0:
             if place_gang(free, int(g), nodes.per_node[p]) is None:
                 fragmented.append(p)
                 continue
+            if nodes.fits_but_for_maintenance(p, g, run_s):
+                return Blocked(DecisionCause.NODES_GO_OUT, p)
             holders = [job for node, job in nodes.held_job[p].items() if nodes.held[p][node] > rank]
             return Blocked(DecisionCause.NODES_HELD_FOR_GANG, p, holders[0] if holders else -1)
         if fragmented:
@@ -422,12 +430,15 @@ class _Step0:
         if self.cap[p] + EPS < g and g <= per_node:  # short of GPUs, and a gang within one node
             return False
         wait_s = self._drain_wait_s(j, p)
+        # nodes that go out for maintenance before the gang would end are not cleared for it
+        going = {i for i, out_s in self.nodes.out_s[p].items() if out_s < self.inputs.run_s(j)}
+        candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
         chosen = cheapest_clearing(
-            job_free,
+            [0 if i in going else f for i, f in enumerate(job_free)],
             self.nodes.inference_gpus[p],
             per_node,
             int(g),
-            self._clearing_candidates(j, p, plan),
+            candidates,
             budget_jobs=self.clear_budget,
         )
         if chosen is None or self.cap[p] + sum(self._gang(c.job) for c in chosen) + EPS < g:

@@ -34,6 +34,7 @@ class DecisionCause(StrEnum):
     QUOTA_LENT = "quota-lent"  # within its team's quota, lent to borrowers whose stop does not pay yet
     FRAGMENTATION = "fragmentation"  # enough GPUs free in the pool, on no node set that takes the gang
     NODES_HELD_FOR_GANG = "nodes-held-for-gang"  # the nodes that would take it drain for a gang
+    NODES_GO_OUT = "nodes-go-out"  # the nodes that would take it go out for maintenance before it ends
     RESERVED_FOR_SERVICE = "reserved-for-service"  # inference holds the GPUs it would need
     POOL_FULL = "pool-full"
     # services

@@ -50,6 +50,10 @@ class PoolWindow(Part):
     end: UtcDatetime
     gpus_out: PosPoolGpus
     reason: str = "maintenance"
+    nodes: list[Name] = Field(
+        default_factory=list,
+        description="the nodes it takes out (names as in PoolState.node_names), where known; empty: unknown",
+    )
 
     @model_validator(mode="after")
     def _end_after_start(self) -> PoolWindow:

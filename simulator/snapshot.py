@@ -35,6 +35,7 @@ def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
                 start=start + timedelta(seconds=o.start_s),
                 end=start + timedelta(seconds=o.end_s),
                 gpus_out=pool.gpus_per_node,
+                nodes=[node_name(pool.name, o.node)],
             )
             for o in pool.outages
             if o.planned and o.end_s > sim.now_s

@@ -29,6 +29,7 @@ from schemas import (
     JobState,
     JobStatus,
     PoolState,
+    PoolWindow,
     ServiceSpec,
     ServiceState,
 )
@@ -47,6 +48,7 @@ class Pool:
     gpus_per_node: int = 8
     free_by_node: tuple[int, ...] = ()  # empty: no node detail
     node_names: tuple[str, ...] = ()
+    maintenance: tuple[tuple[float, float, tuple[str, ...]], ...] = ()  # (start, end minutes, nodes)
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,15 @@ def build_pool(p: Pool) -> PoolState:
         gpus_per_node=p.gpus_per_node,
         free_gpus_by_node=list(p.free_by_node),
         node_names=list(p.node_names),
+        windows=[
+            PoolWindow(
+                start=NOW + timedelta(minutes=start),
+                end=NOW + timedelta(minutes=end),
+                gpus_out=p.gpus_per_node * len(nodes),
+                nodes=list(nodes),
+            )
+            for start, end, nodes in p.maintenance
+        ],
     )
 
 

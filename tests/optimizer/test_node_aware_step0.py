@@ -83,6 +83,11 @@ def node_jobs(hours_left: float) -> tuple[Job, ...]:
 
 TWO_NODE_GANG = Job("two-node", 16, weight=3.0, hours=4.0)
 
+N1_GOES_OUT_IN_2H = Pool(
+    "a", 16, gpus_per_node=8, free_by_node=(0, 8), node_names=("n0", "n1"), maintenance=((120, 600, ("n1",)),)
+)
+BUSY_N0 = Job("busy", 8, hours=10.0, running_in="a", nodes={"n0": 8})
+
 SCENARIOS = [
     Scenario(
         "gang-starts-on-n1-whose-jobs-just-checkpointed",
@@ -172,6 +177,28 @@ SCENARIOS = [
         jobs=(*node_jobs(hours_left=0.5), TWO_NODE_GANG),
         want_jobs={"two-node": hold(), **{f"node-{i}": run("a") for i in range(4)}},
     ),
+    # a maintenance window that names n1 takes it out in two hours: work that would still run
+    # then would be stopped with it, and loses its work since its checkpoint (all of it, where it
+    # never checkpoints); work that ends before may use it
+    Scenario(
+        "a-job-that-would-run-into-maintenance-waits-for-a-node-that-stays",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("long", 8, hours=4.0)),
+        want_jobs={
+            "busy": run("a"),
+            "long": hold(
+                "free nodes of pool a that would take its gang of 8 go out for maintenance",
+                "runs 4.0 h",
+                "node(s) #1, from 14:00",
+            ),
+        },
+    ),
+    Scenario(
+        "a-job-that-ends-before-maintenance-uses-the-node-meanwhile",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("short", 8, hours=1.5)),
+        want_jobs={"busy": run("a"), "short": run("a")},
+    ),
 ]
 
 
@@ -208,6 +235,15 @@ def test_held_nodes_take_backfill_that_ends_before_they_drain() -> None:
     assert book.hold(0, 16, weight=10.0) == (1, 0)  # the empty node, then the one that drains first
     assert not book.fits(0, 4, weight=1.0, run_s=7200.0)  # would delay the gang
     assert book.take(0, 4, weight=1.0, run_s=1800.0) == {0: 4}  # ends before the shadow time
+
+
+def test_nodes_going_out_take_only_work_that_ends_before() -> None:
+    book = NodeBook([[8, 8, 2]], [8], [{1: 3600.0}])  # node 1 goes out for maintenance in an hour
+    assert book.take(0, 8, run_s=7200.0) == {0: 8}  # not node 1
+    assert not book.fits(0, 8, run_s=7200.0)
+    assert book.fits_but_for_maintenance(0, 8, run_s=7200.0)
+    assert book.take(0, 8, run_s=1800.0) == {1: 8}
+    assert not book.fits_but_for_maintenance(0, 2, run_s=7200.0)  # node 2 takes it
 
 
 def test_released_gangs_go_back_on_their_own_nodes() -> None:

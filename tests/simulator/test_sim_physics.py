@@ -129,6 +129,7 @@ def test_maintenance_is_announced_and_drains_its_nodes() -> None:
     )
     state = sim.snapshot(sim.clock.now())
     assert state.pools[0].windows[0].start == T0 + timedelta(minutes=30)
+    assert state.pools[0].windows[0].nodes == [state.pools[0].node_names[1]]  # the node it takes
     assert state.pools[0].gpus_available == 8
     sim.apply(allocation(sim, jobs=[run_job("a", 4), run_job("b", 4)]))
     assert list(sim.jobs["b"].placement) == [1]  # the last node, which maintenance takes
