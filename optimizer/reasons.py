@@ -63,8 +63,8 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.NODES_HELD_FOR_GANG: "held: the nodes of pool {pool} with room for its gang of {gpus} are held "
     "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
     "end before they do (its own weight {weight}){held}; {when}",
-    C.NODES_GO_OUT: "held: the free nodes of pool {pool} that would take its gang of {gpus} go out for "
-    "maintenance before it would end (it runs {run_h} h): node(s) {nodes}, from {at}{held}; {when}",
+    C.NODES_GO_OUT: "held: the nodes of pool {pool} with room for its gang of {gpus} go out for "
+    "maintenance before it would end (it runs {run_h} h; node(s) {nodes} go from {at}){held}; {when}",
     C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
     "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
@@ -373,14 +373,13 @@ class ReasonContext:
         return self._full_reason(j, p, numbers)
 
     def _going_out(self, j: int, p: int) -> dict[str, object]:
-        """The nodes of pool p with free GPUs that go out for maintenance before job j would end,
-        when the first of them goes, and how long j would run."""
+        """The nodes of pool p that go out for maintenance before job j would end (step 0 found
+        those with room among them), when the first of them goes, and how long j would run."""
         inp = self.inputs
         run_s = inp.run_s(j)
-        free = self.plan.outcome.node_free[p] or []
         out = inp.pool_node_out_s[p]
-        going = sorted(i for i, out_s in out.items() if out_s < run_s and i < len(free) and free[i] > 0)
-        first_s = min((out[i] for i in going), default=0.0)
+        going = sorted(i for i, out_s in out.items() if out_s < run_s)
+        first_s = min(out[i] for i in going)
         return {
             "run_h": f"{run_s / 3600.0:.1f}",
             "nodes": ", ".join(f"#{i}" for i in going),

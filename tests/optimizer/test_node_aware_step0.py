@@ -187,9 +187,9 @@ SCENARIOS = [
         want_jobs={
             "busy": run("a"),
             "long": hold(
-                "free nodes of pool a that would take its gang of 8 go out for maintenance",
+                "nodes of pool a with room for its gang of 8 go out for maintenance",
                 "runs 4.0 h",
-                "node(s) #1, from 14:00",
+                "node(s) #1 go from 14:00",
             ),
         },
     ),
