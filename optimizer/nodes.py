@@ -45,6 +45,12 @@ def reserve_packed(free: list[int], gpus: int) -> list[int]:
     return left
 
 
+def going_out(node_out_s: dict[int, float], run_s: float) -> list[int]:
+    """The nodes (ascending) that a maintenance window takes out within ``run_s`` seconds, of
+    ``node_out_s`` (node -> seconds until it goes out: PlanInputs.pool_node_out_s)."""
+    return sorted(i for i, out_s in node_out_s.items() if out_s < run_s)
+
+
 NodeHolds = dict[str, tuple[int, tuple[int, ...]]]
 """Nodes held for blocked gangs: job id -> (pool index, node indices), kept between decisions."""
 
@@ -176,10 +182,11 @@ class NodeBook:
 
     def _staying(self, pool: int, run_s: float) -> list[int] | None:
         """Free GPUs per node, none on the nodes that go out for maintenance within ``run_s``."""
-        nodes, out = self.free[pool], self.out_s[pool]
-        if nodes is None or not out:
+        nodes = self.free[pool]
+        going = set(going_out(self.out_s[pool], run_s))
+        if nodes is None or not going:
             return nodes
-        return [0 if out.get(i, math.inf) < run_s else f for i, f in enumerate(nodes)]
+        return [0 if i in going else f for i, f in enumerate(nodes)]
 
     def fits_but_for_maintenance(self, pool: int, gang: float, run_s: float) -> bool:
         """The gang fits the pool's free nodes now, but not those that stay up for ``run_s``."""

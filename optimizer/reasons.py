@@ -18,6 +18,7 @@ import numpy as np
 
 from optimizer.deadlines import deadline_in_reach
 from optimizer.inputs import PlanInputs
+from optimizer.nodes import going_out
 from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan
 from optimizer.step0_outcome import Blocked
@@ -378,7 +379,7 @@ class ReasonContext:
         inp = self.inputs
         run_s = inp.run_s(j)
         out = inp.pool_node_out_s[p]
-        going = sorted(i for i, out_s in out.items() if out_s < run_s)
+        going = going_out(out, run_s)
         first_s = min(out[i] for i in going)
         return {
             "run_h": f"{run_s / 3600.0:.1f}",
