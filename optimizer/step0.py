@@ -39,7 +39,7 @@ import numpy as np
 from optimizer.deadlines import steps_of_work
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
-from optimizer.nodes import NodeBook, NodeHolds, place_gang
+from optimizer.nodes import NodeBook, NodeHolds, going_out, place_gang
 from optimizer.quota import (
     Borrower,
     Reclaim,
@@ -49,12 +49,10 @@ from optimizer.quota import (
     fits_quota,
     reclaim_pays,
 )
-from optimizer.step0_kept import Plan0, kept_by_plan
+from optimizer.step0_kept import EPS, Plan0, kept_by_plan, withdraw_idle_preemptions
 from optimizer.step0_outcome import Blocked, Step0Outcome
 from optimizer.stop_pays import StopRules, clearing_pays, stop_cost_gpu_s
 from schemas import DecisionCause
-
-EPS = 1e-6
 
 
 def round_step0(
@@ -84,64 +82,10 @@ def round_step0(
     above = float(inputs.job_weight[stopped].min())
     budget = max(max_preemptions - int(stopped.sum()), 0)
     first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
-    keep = _withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
+    keep = withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
     plan = replace(plan, keep=keep)
     budget = max(max_preemptions - int((running & ~keep).sum()), 0)
     return _place(inputs, plan, free0, svc_gpus0, budget, rules).result()
-
-
-def _withdraw_idle_preemptions(
-    inputs: PlanInputs, keep: np.ndarray, run_share: np.ndarray, placed: _Step0
-) -> np.ndarray:
-    """Keep running every stopped job whose GPUs the first placement left to nothing more
-    valuable (pool, team and nodes): the jobs the plan least wants out first, then those that
-    would lose the most. GPUs the first placement backfilled with work no heavier than the stopped
-    job count as left to nothing more valuable (that backfill then finds no room): the first
-    placement backfills above the lightest stopped job's weight, so without this a heavier stopped
-    job's GPUs went to a job of its own weight (mass-arrivals, seed 11: a weight-4 job stopped, its
-    GPU backfilled by another weight-4 job in the same step)."""
-    run_pool = inputs.job_running_pool
-    stopped = np.flatnonzero((run_pool >= 0) & ~keep)
-    loss = inputs.job_weight * inputs.job_lost_gpu_s
-    order = stopped[np.lexsort((stopped, -loss[stopped], -run_share[stopped]))]
-    keep = keep.copy()
-    cap, used = list(placed.cap), list(placed.used)
-    quota = inputs.team_quota.tolist()
-    backfill = sorted(placed.outcome.backfilled, key=lambda b: (inputs.job_weight[b], b))  # lightest first
-    for j in order.tolist():
-        p, t, g = int(run_pool[j]), int(inputs.job_team[j]), float(inputs.job_gang[j])
-        weight = float(inputs.job_weight[j])
-        released = placed.released.get(j, [])
-        if not all(placed.top_weight.get((p, node), -math.inf) <= weight for node in released):
-            continue  # a heavier job took its nodes
-        give_way = _lighter_backfill(inputs, backfill, placed.pool0, p, weight, g - cap[p])
-        cap_then, used_then = cap[p], list(used)
-        for b in give_way:
-            cap_then += float(inputs.job_gang[b])
-            used_then[int(inputs.job_team[b])] -= float(inputs.job_gang[b])
-        if cap_then + EPS >= g and fits_cohort(used_then, quota, t, g):
-            keep[j] = True
-            cap[p], used = cap_then - g, used_then
-            used[t] += g
-            backfill = [b for b in backfill if b not in give_way]
-    return keep
-
-
-def _lighter_backfill(
-    inputs: PlanInputs, backfill: list[int], pool0: np.ndarray, p: int, weight: float, short: float
-) -> list[int]:
-    """Backfilled jobs in pool p of at most ``weight``, lightest first, whose GPUs cover ``short``
-    (none when there is no shortfall, or they cannot cover it)."""
-    if short <= EPS:
-        return []
-    chosen: list[int] = []
-    for b in backfill:
-        if pool0[b] == p and inputs.job_weight[b] <= weight:
-            chosen.append(b)
-            short -= float(inputs.job_gang[b])
-            if short <= EPS:
-                return chosen
-    return []
 
 
 def _place(
@@ -208,7 +152,7 @@ class _Step0:
             nodes=NodeBook(
                 list(inputs.pool_free_nodes),
                 list(inputs.pool_gpus_per_node),
-                [dict(out) for out in inputs.pool_node_out_s] or None,
+                list(inputs.pool_node_out_s) or None,
             ),
             node_detail=inputs.pool_free_nodes.count(None) < len(inputs.pool_free_nodes),
             clear_budget=clear_budget,
@@ -431,7 +375,7 @@ class _Step0:
             return False
         wait_s = self._drain_wait_s(j, p)
         # nodes that go out for maintenance before the gang would end are not cleared for it
-        going = {i for i, out_s in self.nodes.out_s[p].items() if out_s < self.inputs.run_s(j)}
+        going = set(going_out(self.nodes.out_s[p], self.inputs.run_s(j)))
         candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
         chosen = cheapest_clearing(
             [0 if i in going else f for i, f in enumerate(job_free)],

@@ -1,5 +1,5 @@
 """Metric names a PromQL expression selects, by a real PromQL parser (promql-parser), for the checks
-that every dashboard query and alert rule names a metric streams/metrics.py exports."""
+that every dashboard query and alert rule names a metric streams/metric_families.py declares."""
 
 from __future__ import annotations
 
