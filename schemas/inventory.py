@@ -4,7 +4,9 @@ Place in the loop: a cluster source (``ebbtide run source``: Slurm partitions an
 nodes and Deployments) publishes one whenever what it sees changes; the state service folds it
 into the pools' available GPUs and their nodes (streams/fold.py). Each node carries whether work
 can be placed on it now and, when not, why (``NotReady``, ``cordoned``, ``NoSchedule taint``,
-``drained``, ``down``), so a person reading the topic sees why a pool shrank.
+``drained``, ``down``), so a person reading the topic sees why a pool shrank; a pool carries the
+maintenance windows announced for its nodes (a Slurm ``MAINT`` reservation), so the planner sees
+them coming.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from schemas.base import Event, Name, NodeGpus, Part, Replicas, UtcDatetime
+from schemas.cluster import PoolWindow
 
 
 class InventoryNode(Part):
@@ -42,12 +45,20 @@ class InventoryPool(Part):
     name: Name
     gpu_type: Name
     nodes: list[InventoryNode] = Field(default_factory=list)
+    windows: list[PoolWindow] = Field(
+        default_factory=list,
+        description="announced maintenance that takes some of its nodes out (a Slurm MAINT reservation)",
+    )
 
     @model_validator(mode="after")
     def _unique_nodes(self) -> InventoryPool:
         names = [n.name for n in self.nodes]
         if len(names) != len(set(names)):
             raise ValueError(f"nodes: duplicate names in pool {self.name!r}")
+        for i, window in enumerate(self.windows):
+            unknown = sorted(set(window.nodes) - set(names))
+            if unknown:
+                raise ValueError(f"windows[{i}].nodes: {unknown} are not nodes of pool {self.name!r}")
         return self
 
 

@@ -344,7 +344,7 @@ class ClusterFold:
         """
         reported = self.inventory.get(pool.name)
         if reported is not None:
-            return pool_from_inventory(pool, reported[1])
+            return pool_from_inventory(pool, reported[1], as_of)
         update: dict[str, object] = {"gpus_available": self.pool_available(pool, as_of)}
         fresh = self.fresh_gpus_by_node(pool.name, as_of)
         if fresh:

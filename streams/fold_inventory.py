@@ -4,8 +4,9 @@ Place in the loop: part of the state fold (streams/fold.py). A pool a cluster so
 takes its capacity from the source, not from GPU telemetry: ``gpus_available`` is the allocatable
 GPUs of its schedulable nodes (capped by the pool's configured total), ``node_names`` those nodes
 and ``free_gpus_by_node`` their free GPUs as the source reports them (after every job running
-there, ebbtide's or not). A drained, down, cordoned or NotReady node counts none. A pool no source
-has reported keeps what telemetry (or its seed) says.
+there, ebbtide's or not). A drained, down, cordoned or NotReady node counts none. The pool's
+maintenance windows are those the source announces (a Slurm ``MAINT`` reservation). A pool no
+source has reported keeps what telemetry (or its seed) says.
 """
 
 from __future__ import annotations
@@ -27,15 +28,23 @@ def newer_pools(
     return newer
 
 
-def pool_from_inventory(pool: PoolState, reported: InventoryPool) -> PoolState:
-    """``pool`` with the capacity and nodes its source reported."""
+def pool_from_inventory(pool: PoolState, reported: InventoryPool, now: datetime) -> PoolState:
+    """``pool`` with the capacity and nodes its source reported, and the maintenance windows it
+    announced after the seed's own (those that have ended left out, GPUs out capped at the pool's
+    total)."""
     usable = sorted((n for n in reported.nodes if n.schedulable), key=lambda n: n.name)
     available = min(sum(n.gpus for n in usable), pool.gpus_total)
+    windows = [
+        w.model_copy(update={"gpus_out": min(w.gpus_out, pool.gpus_total)})
+        for w in [*pool.windows, *reported.windows]
+        if w.end > now and pool.gpus_total > 0
+    ]
     return pool.model_copy(
         update={
             "gpus_available": available,
             "node_names": [n.name for n in usable],
             "free_gpus_by_node": [min(n.gpus_free, pool.gpus_per_node) for n in usable],
+            "windows": windows,
         }
     )
 

@@ -129,8 +129,10 @@ class SlurmRest:
                     "ReservationName": str(resv.get("name", "")),
                     "NodeCnt": str(resv.get("node_count", 0)),
                     "PartitionName": str(resv.get("partition") or ""),
+                    "StartTime": _local_time(int(resv.get("start_time") or 0)),
                     "EndTime": _local_time(int(resv.get("end_time") or 0)),
                     "Nodes": str(resv.get("node_list") or ""),
+                    "Flags": ",".join(str(f) for f in resv.get("flags") or []),
                 }
             )
         return out

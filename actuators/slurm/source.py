@@ -13,7 +13,9 @@ reported before that left squeue (when the cluster keeps accounting):
 - A job whose section cannot be read gets ``ebbtide-error: <key>: <why>`` written into its comment
   (once: not again while the note says the same) and is left out: never planned, never a crash.
 - The inventory: one pool per partition with GPU nodes, each node with its GRES GPUs, those not in
-  use, and, for a down, drained, failing or maintenance node, schedulable false with the reason.
+  use, and, for a down, drained, failing or maintenance node, schedulable false with the reason;
+  each partition with the maintenance windows (``MAINT`` reservations) that take its nodes out
+  (actuators/slurm/maintenance.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from actuators.base import ActuationError
 from actuators.factory import SlurmConfig, slurm_transport
 from actuators.slurm.backend import SlurmTransport
 from actuators.slurm.comment import ERROR_MARK, CommentError, note_of, parse_spec, spec_section, with_note
+from actuators.slurm.maintenance import maintenance_windows
 from actuators.slurm.records import job_gpus, job_key, job_nodes, job_phase, node_gpus, node_unschedulable
 from loop.sources import SourcedJob, SourceSnapshot
 from schemas import InventoryNode, InventoryPool, PoolInventory
@@ -127,13 +130,20 @@ class SlurmSource:
             for partition in node.get("partitions") or []:
                 pools.setdefault(str(partition), []).append(entry)
                 types.setdefault(str(partition), kind)
+        node_gpus_by_pool = {p: {n.name: n.gpus for n in nodes} for p, nodes in pools.items()}
+        windows = maintenance_windows(self.transport.reservations(), node_gpus_by_pool, now)
         return PoolInventory(
             cluster=self.cluster,
             time=now,
             source=self.name,
             pools=[
-                InventoryPool(name=p, gpu_type=types[p], nodes=sorted(n, key=lambda x: x.name))
-                for p, n in sorted(pools.items())
+                InventoryPool(
+                    name=name,
+                    gpu_type=types[name],
+                    nodes=sorted(nodes, key=lambda x: x.name),
+                    windows=windows.get(name, []),
+                )
+                for name, nodes in sorted(pools.items())
             ],
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from slurm_cluster import SlurmCluster
@@ -118,6 +119,8 @@ def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
     good = slurm_cluster.submit("rest-good", "pool-a,pool-b", gpus=2, user="daemon",
                                 comment="ebbtide: est_gpu_h=1 weight=2")  # fmt: skip
     bad = slurm_cluster.submit("rest-bad", "pool-a", gpus=2, user="daemon", comment="ebbtide: weight=2")
+    slurm_cluster.run("scontrol", "create", "reservation", "ReservationName=fw", "StartTime=now+1hour",
+                      "Duration=60", "Users=root", "Nodes=b2", "Flags=MAINT")  # fmt: skip
     cli = SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)})
     rest = SlurmRest(url, "daemon", token, cli=cli)
     via_rest = SlurmSource(rest, cluster="test").snapshot()
@@ -130,6 +133,7 @@ def test_through_slurmrestd_the_source_sees_what_the_cli_sees_and_notes_errors(
     assert via_rest.jobs == via_cli.jobs
     assert via_rest.inventory is not None and via_cli.inventory is not None
     assert via_rest.inventory.pools == via_cli.inventory.pools
+    assert [w.nodes for p in via_rest.inventory.pools for w in p.windows] == [["b2"]]
 
 
 def test_a_slurmrestd_offering_no_version_ebbtide_reads_is_refused_naming_what_it_offers(
@@ -160,3 +164,17 @@ def test_a_job_that_left_squeue_is_read_from_sacct(accounted_cluster: SlurmClust
     wait_for(left_squeue, timeout_s=60, what="slurmctld to purge the ended job")
     assert step() == [JobEventKind.FINISHED], "from sacct, not vanished (cancelled)"
     assert step() == [] and key not in source.snapshot().jobs, "an ended job is looked up no more"
+
+
+def test_a_maint_reservation_is_announced_as_a_window_on_its_nodes(slurm_cluster: SlurmCluster) -> None:
+    create = ["scontrol", "create", "reservation", "StartTime=now+1hour", "Duration=120", "Users=root"]
+    slurm_cluster.run(*create, "ReservationName=fw", "Nodes=a2,b[1-2]", "Flags=MAINT")
+    slurm_cluster.run(*create, "ReservationName=course", "Nodes=a1")  # a group's, not maintenance
+    before = datetime.now(UTC)
+    inventory = make_source(slurm_cluster).snapshot().inventory
+    assert inventory is not None
+    windows = {p.name: p.windows for p in inventory.pools}
+    (a,), (b,) = windows["pool-a"], windows["pool-b"]
+    assert (a.nodes, a.gpus_out, b.nodes, b.gpus_out) == (["a2"], 8, ["b1", "b2"], 16)
+    assert timedelta(minutes=58) < a.start - before < timedelta(minutes=62)
+    assert a.end - a.start == timedelta(hours=2) and a.reason == "maintenance (slurm reservation fw)"

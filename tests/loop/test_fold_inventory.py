@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from loop_factories import at, cluster
+from loop_factories import STEP_S, at, cluster
 from tests_clock import ManualClock
 
-from schemas import InventoryNode, InventoryPool, PoolInventory
+from optimizer.inputs import nodes_going_out
+from schemas import InventoryNode, InventoryPool, PoolInventory, PoolWindow
 from schemas.topics import INVENTORY
 from streams.fold import ClusterFold
 from streams.services.state import StateProcessor, restore_fold
@@ -94,3 +95,21 @@ def test_a_node_lost_in_the_inventory_republishes_at_once() -> None:
 def test_restore_keeps_the_inventory_read_back_from_its_topic() -> None:
     fold, _ = restore_fold(cluster(0), [], 96, inventories=[inventory(1, node("x1", 8, 4, reason="down"))])
     assert a100(fold).gpus_available == 0
+
+
+def test_announced_maintenance_reaches_the_pool_and_the_planners_node_book() -> None:
+    fold = ClusterFold(seed=cluster(0))
+    soon = PoolWindow(start=at(9), end=at(17), gpus_out=8, nodes=["x2"], reason="maintenance (fw)")
+    over = PoolWindow(start=at(-9), end=at(0), gpus_out=8, nodes=["x1"])
+    report = inventory(1, node("x1", 8, 8), node("x2", 8, 8))
+    report.pools[0].windows.extend([soon, over])
+    fold.apply(report)
+    pool = a100(fold)
+    assert pool.windows == [soon], "the window that has ended is left out"
+    assert nodes_going_out(pool, at(1)) == {1: 8 * STEP_S}, "node x2 (index 1) goes out in 8 steps"
+
+
+def test_a_window_naming_a_node_the_pool_lacks_is_rejected() -> None:
+    window = PoolWindow(start=at(9), end=at(17), gpus_out=8, nodes=["x9"])
+    with pytest.raises(ValueError, match=r"windows\[0\].nodes: \['x9'\] are not nodes of pool 'a100'"):
+        InventoryPool(name="a100", gpu_type="A100", nodes=[node("x1", 8, 8)], windows=[window])
