@@ -6,7 +6,8 @@ not with the objects' size. Nothing here does I/O.
 
 - a Node: its pool (label ``ebbtide.io/pool``), GPU type (``nvidia.com/gpu.product``), allocatable
   GPUs, and whether pods can be placed on it (not NotReady, not cordoned, no NoSchedule or
-  NoExecute taint; the first reason otherwise);
+  NoExecute taint; the first reason otherwise), and the maintenance window it announces
+  (actuators/kube/maintenance.py);
 - a Pod bound to a node and not terminated: its node, GPUs (requests else limits), and the Job
   that owns it (``batch.kubernetes.io/job-name``);
 - a batch Job or JobSet that opted in (label ``ebbtide.io/job-id``): its phase, spec (or why it has
@@ -32,6 +33,7 @@ from actuators.kube.jobspec import (
     job_spec,
     pod_gpus,
 )
+from actuators.kube.maintenance import NodeWindow, node_window
 from schemas import JobSpec
 
 LABEL_SERVICE = "ebbtide.io/service"
@@ -53,6 +55,9 @@ class NodeRecord:
     gpus: int
     schedulable: bool
     reason: str | None
+    maintenance: NodeWindow | None = None
+    maintenance_error: str | None = None
+    """Why the window the node announces cannot be read (the source logs it), or None."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,11 @@ def node_record(
             if taint.get("effect") in BLOCKING_TAINTS:
                 reason = f"taint {taint.get('key')}:{taint.get('effect')}"
                 break
+    window, window_error = None, None
+    try:
+        window = node_window(labels, meta.get("annotations") or {})
+    except ValueError as exc:
+        window_error = str(exc)
     return NodeRecord(
         name=str(meta.get("name")),
         pool=labels.get(pool_label),
@@ -127,6 +137,8 @@ def node_record(
         gpus=max(gpus, 0),
         schedulable=reason is None,
         reason=reason,
+        maintenance=window,
+        maintenance_error=window_error,
     )
 
 

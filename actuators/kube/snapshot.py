@@ -9,8 +9,9 @@ them here. What comes out:
   ``running`` (with the GPUs its pods hold per node), ``finished`` / ``failed`` from the Job's
   conditions, deleted ``cancelled``;
 - the ``PoolInventory``: per pool (node label) its nodes with allocatable GPUs, GPUs free (those
-  no bound, unfinished pod requests) and whether they take work; per labelled Deployment its
-  replicas in its pool and, when an HPA targets it, the HPA's bounds.
+  no bound, unfinished pod requests) and whether they take work, and the maintenance windows its
+  nodes announce that have not ended (nodes with the same window in one ``PoolWindow``); per
+  labelled Deployment its replicas in its pool and, when an HPA targets it, the HPA's bounds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import datetime
 
 from actuators.kube.records import DeploymentRecord, NodeRecord, PodRecord, WorkloadRecord
 from loop.sources import JobPhase, SourcedJob, SourceSnapshot
-from schemas import InventoryNode, InventoryPool, InventoryService, PoolInventory
+from schemas import InventoryNode, InventoryPool, InventoryService, PoolInventory, PoolWindow
 from schemas.bounds import MAX_REPLICAS
 
 PHASE: dict[str, JobPhase] = {
@@ -61,7 +62,29 @@ def sourced_jobs(workloads: Iterable[WorkloadRecord], pods: Iterable[PodRecord])
     return jobs
 
 
-def inventory_pools(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord]) -> list[InventoryPool]:
+def announced_windows(members: Iterable[NodeRecord], now: datetime) -> list[PoolWindow]:
+    """The maintenance windows the nodes of one pool announce that have not ended, one per
+    distinct (start, end, announcement) naming every node that shares it."""
+    shared: dict[tuple[datetime, datetime, str], list[NodeRecord]] = defaultdict(list)
+    for node in members:
+        window = node.maintenance
+        if window is not None and window.end > now and node.gpus > 0:
+            shared[(window.start, window.end, window.source)].append(node)
+    return [
+        PoolWindow(
+            start=start,
+            end=end,
+            gpus_out=sum(n.gpus for n in out),
+            nodes=sorted(n.name for n in out),
+            reason=f"maintenance ({source})",
+        )
+        for (start, end, source), out in sorted(shared.items())
+    ]
+
+
+def inventory_pools(
+    nodes: Iterable[NodeRecord], pods: Iterable[PodRecord], now: datetime
+) -> list[InventoryPool]:
     used: Counter[str] = Counter()
     for pod in pods:
         used[pod.node] += pod.gpus
@@ -86,6 +109,7 @@ def inventory_pools(nodes: Iterable[NodeRecord], pods: Iterable[PodRecord]) -> l
                     )
                     for n in sorted(members, key=lambda n: n.name)
                 ],
+                windows=announced_windows(members, now),
             )
         )
     return pools
@@ -129,7 +153,7 @@ def build_snapshot(
         cluster=cluster,
         time=time,
         source="kubernetes",
-        pools=inventory_pools(nodes, pods),
+        pools=inventory_pools(nodes, pods, time),
         services=inventory_services(deployments, hpas),
     )
     return SourceSnapshot(cluster=cluster, time=time, jobs=sourced_jobs(workloads, pods), inventory=inventory)

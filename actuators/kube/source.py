@@ -36,7 +36,7 @@ from actuators.factory import KubernetesConfig
 from actuators.kube.client import connect
 from actuators.kube.events import REASON_INVALID, record_event
 from actuators.kube.jobspec import GPU_RESOURCE, LABEL_JOB, LABEL_POOL, PriorityWeights
-from actuators.kube.records import LABEL_SERVICE, WorkloadRecord
+from actuators.kube.records import LABEL_SERVICE, NodeRecord, WorkloadRecord
 from actuators.kube.reflector import Backoff, Reflector
 from actuators.kube.snapshot import build_snapshot
 from actuators.kube.view import KubeView, Table
@@ -113,6 +113,7 @@ class KubernetesSource:
         self.reflectors = self._cluster_reflectors(opts) + self._namespaced_reflectors(opts, jobsets)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._window_errors: dict[str, str] = {}
 
     def _cluster_reflectors(self, opts: dict[str, Any]) -> list[Reflector]:
         v = self.view
@@ -200,15 +201,25 @@ class KubernetesSource:
             self.start()
         v = self.view
         pods = v.pods.values()
+        nodes = v.nodes.values()
+        self._log_unreadable_windows(nodes)
         return build_snapshot(
             self.cluster,
             self.clock(),
             workloads=v.workloads.values() + v.cancelled_workloads(),
             pods=pods,
-            nodes=v.nodes.values(),
+            nodes=nodes,
             deployments=v.deployments.values(),
             hpas=v.hpas.values(),
         )
+
+    def _log_unreadable_windows(self, nodes: Sequence[NodeRecord]) -> None:
+        """Log each node's unreadable maintenance announcement once (again only when it changes)."""
+        errors = {n.name: n.maintenance_error for n in nodes if n.maintenance_error}
+        for name, error in sorted(errors.items()):
+            if self._window_errors.get(name) != error:
+                log.warning("kubernetes source: node %s announces no maintenance window: %s", name, error)
+        self._window_errors = errors
 
     def _spawn(self, reflector: Reflector) -> None:
         thread = threading.Thread(

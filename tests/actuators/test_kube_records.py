@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from actuators.kube.records import DeploymentRecord, PodRecord, node_record, pod_record, workload_phase
 from actuators.kube.snapshot import inventory_pools, inventory_services
+
+NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
 
 def node(
@@ -115,7 +118,7 @@ def test_free_gpus_per_node_and_service_bounds() -> None:
         node_record({**node(), "metadata": {"name": "n2", "labels": {"ebbtide.io/pool": "a"}}}),
     ]
     pods = [PodRecord("ns", "n1", 3, "j"), PodRecord("ns", "n1", 2, None)]
-    (pool,) = inventory_pools(nodes, pods)
+    (pool,) = inventory_pools(nodes, pods, NOW)
     assert [(n.name, n.gpus, n.gpus_free) for n in pool.nodes] == [("n1", 8, 3), ("n2", 8, 8)]
     deps = [
         DeploymentRecord("ns", "chat-a", "chat", "a", 3, 1),
@@ -126,3 +129,59 @@ def test_free_gpus_per_node_and_service_bounds() -> None:
         ("a", 3, 2, 6),
         ("b", 1, 0, 1_000_000),
     ]
+
+
+def announcing(
+    name: str, annotations: dict[str, str], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    obj = node()
+    obj["metadata"] = {
+        "name": name,
+        "labels": {**obj["metadata"]["labels"], **(labels or {})},
+        "annotations": annotations,
+    }
+    return obj
+
+
+def test_nodes_announcing_one_window_share_it_and_gke_gives_an_hour_from_its_label() -> None:
+    fw = {"ebbtide.io/maintenance": "2026-12-06T14:00:00Z/2026-12-06T16:00:00+00:00"}
+    gke = {"cloud.google.com/scheduled-maintenance-time": str(int((NOW + timedelta(hours=3)).timestamp()))}
+    over = {"ebbtide.io/maintenance": "2026-12-05T14:00:00Z/2026-12-05T16:00:00Z"}
+    nodes = [
+        node_record(announcing("n1", fw)),
+        node_record(announcing("n2", {**fw})),
+        node_record(announcing("n3", {}, gke)),
+        node_record(announcing("n4", over)),
+        node_record(announcing("n5", {})),
+    ]
+    (pool,) = inventory_pools(nodes, [], NOW)
+    gke_window, shared = pool.windows  # in order of start
+    assert (shared.nodes, shared.gpus_out, shared.start, shared.end) == (
+        ["n1", "n2"], 16, NOW + timedelta(hours=5), NOW + timedelta(hours=7)
+    )  # fmt: skip
+    assert shared.reason == "maintenance (ebbtide.io/maintenance)"
+    assert (gke_window.nodes, gke_window.start, gke_window.end - gke_window.start) == (
+        ["n3"], NOW + timedelta(hours=3), timedelta(hours=1)
+    )  # fmt: skip
+    assert gke_window.reason == "maintenance (GKE)"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "error"),
+    [
+        ({"ebbtide.io/maintenance": "2026-12-06T14:00:00Z"}, {}, "expected START/END"),
+        ({"ebbtide.io/maintenance": "2026-12-06T14:00:00/2026-12-06T16:00:00"}, {}, "needs its offset"),
+        ({"ebbtide.io/maintenance": "2026-12-06T16:00:00Z/2026-12-06T14:00:00Z"}, {}, "end is not after"),
+        ({"ebbtide.io/maintenance": "2026-12-06T14:00:00Z/2027-12-06T14:00:00Z"}, {}, "longer than 30 days"),
+        ({"ebbtide.io/maintenance": "tomorrow/later"}, {}, "Invalid isoformat"),
+        ({}, {"cloud.google.com/scheduled-maintenance-time": "soon"}, "not Unix seconds"),
+        ({}, {"cloud.google.com/scheduled-maintenance-time": "9" * 30}, "outside 1970..2200"),
+    ],
+)
+def test_an_unreadable_announcement_names_the_key_and_value_and_announces_nothing(
+    annotations: dict[str, str], labels: dict[str, str], error: str
+) -> None:
+    record = node_record(announcing("n1", annotations, labels))
+    assert record.maintenance is None
+    assert record.maintenance_error is not None and error in record.maintenance_error
+    assert next(iter({**annotations, **labels})) in record.maintenance_error

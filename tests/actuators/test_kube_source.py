@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kube_control_plane import COMPLETE_DELAY_ANNOTATION, ControlPlane, gpu_node
 from actuators.kube import api_client
 from actuators.kube.events import REASON_INVALID
 from actuators.kube.jobspec import ANN_DEADLINE, ANN_GPU_HOURS, LABEL_JOB, LABEL_KUEUE_QUEUE
+from actuators.kube.maintenance import ANN_MAINTENANCE, LABEL_GKE_MAINTENANCE
 from actuators.kube.reflector import Backoff
 from actuators.kube.source import KubernetesSource
 from loop.sources import lifecycle_events
@@ -215,6 +217,41 @@ def test_source_reports_services_with_their_hpa_bounds(kube_control_plane, world
                 == 6
             ),
         )
+    finally:
+        source.stop()
+
+
+def test_maintenance_announced_on_nodes_reaches_the_inventory(kube_control_plane, world, caplog) -> None:
+    from kubernetes import client
+
+    admin, ns, pool = world
+    core = client.CoreV1Api(admin)
+    source = source_for(kube_control_plane, ns)
+    source.start()
+    try:
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+        interval = f"{start.isoformat()}/{(start + timedelta(hours=3)).isoformat()}"
+        core.patch_node(f"{pool}-n0", {"metadata": {"annotations": {ANN_MAINTENANCE: interval}}})
+        core.patch_node(f"{pool}-n1", {"metadata": {"annotations": {ANN_MAINTENANCE: "tonight"}}})
+
+        def windows() -> list[Any]:
+            return next(p.windows for p in source.snapshot().inventory.pools if p.name == pool)
+
+        wait_for("the annotated node's window", lambda: len(windows()) == 1)
+        (window,) = windows()
+        assert (window.nodes, window.gpus_out, window.start, window.end) == (
+            [f"{pool}-n0"], 4, start, start + timedelta(hours=3)
+        )  # fmt: skip
+        logged = f"node {pool}-n1 announces no maintenance window: {ANN_MAINTENANCE}: 'tonight'"
+        wait_for("the unreadable one logged", lambda: windows() and logged in caplog.text)
+        assert caplog.text.count(logged) == 1, "once, not at every snapshot"
+        gke_start = int(start.timestamp())
+        core.patch_node(f"{pool}-n1", {"metadata": {"labels": {LABEL_GKE_MAINTENANCE: str(gke_start)},
+                                                    "annotations": {ANN_MAINTENANCE: None}}})  # fmt: skip
+        wait_for("GKE's label read as an hour from its time", lambda: len(windows()) == 2)
+        assert [(w.nodes, w.end - w.start) for w in windows()] == [
+            ([f"{pool}-n1"], timedelta(hours=1)), ([f"{pool}-n0"], timedelta(hours=3))
+        ]  # fmt: skip
     finally:
         source.stop()
 
