@@ -123,6 +123,9 @@ class PlanInputs:
     pool_node_out_s: tuple[dict[int, float], ...] = ()
     """Per pool: node index (into pool_free_nodes) -> seconds from now until a maintenance window
     that names it takes it out; nodes no window names are absent."""
+    pool_node_names: tuple[tuple[str, ...], ...] = ()
+    """Per pool: the names of the nodes pool_free_nodes counts, as reasons quote them (empty where
+    the source names none: reasons quote node indices, #0, #1...)."""
 
     def active_jobs(self) -> np.ndarray:
         """Indices of real jobs (empty slots of a persistent model are left out)."""
@@ -279,6 +282,7 @@ def build_inputs(
         pool_free_nodes=tuple(list(getattr(p, "free_gpus_by_node", None) or []) or None for p in pools),
         pool_gpus_per_node=tuple(p.gpus_per_node for p in pools),
         pool_node_out_s=tuple(nodes_going_out(p, now) for p in pools),
+        pool_node_names=tuple(tuple(p.node_names) for p in pools),
         window_reason=tuple(window_reason),
         **_service_fields(state, forecasts, now, config, curve, band_factors, scaled_up_gpus),
         **_job_fields(state, now, steps, step_s, config.lend_outside_quotas),

@@ -141,20 +141,23 @@ class NodeBook:
         prefer: tuple[int, ...] = (),
         real_nodes: int = 0,
         job: int = -1,
+        run_s: float = math.inf,
     ) -> tuple[int, ...]:
         """Hold enough nodes for ``gang`` against work of a lower ``weight``: the ``prefer``red
         ones (those held for it last time, among the first ``real_nodes``) while still free of
-        other holds, else those that drain first (where known), then the emptiest. Returns the
-        nodes held (empty without node detail)."""
+        other holds, else those that drain first (where known), then the emptiest; never a node
+        that goes out for maintenance within the gang's ``run_s`` (it could not run there).
+        Returns the nodes held (empty without node detail)."""
         nodes = self.free[pool]
         if nodes is None:
             return ()
         held = self.held[pool]
+        barred = held.keys() | set(going_out(self.out_s[pool], run_s))
         drain = {} if self.unknown[pool] else self.drain_s[pool]
         count = max(-(-int(gang) // self.per_node[pool]), 1)
-        kept = [i for i in prefer if i < min(real_nodes, len(nodes)) and i not in held][:count]
+        kept = [i for i in prefer if i < min(real_nodes, len(nodes)) and i not in barred][:count]
         others = sorted(
-            (i for i in range(len(nodes)) if i not in held and i not in kept),
+            (i for i in range(len(nodes)) if i not in barred and i not in kept),
             key=lambda i: (drain.get(i, 0.0), -nodes[i], i),
         )
         chosen = kept + others[: count - len(kept)]

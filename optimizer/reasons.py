@@ -10,6 +10,7 @@ what several reasons quote (each pool's note, each service's forecast note, the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
@@ -145,6 +146,13 @@ def _job_numbers(inputs: PlanInputs, jobs: list[int]) -> dict[int, dict[str, obj
     }
 
 
+def node_labels(inputs: PlanInputs, p: int, nodes: Iterable[int]) -> str:
+    """Nodes of pool p (indices into its free GPUs by node) as a person finds them: by name where
+    the cluster names them, else by index (#0, #1...)."""
+    names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
+    return ", ".join(names[n] if n < len(names) else f"#{n}" for n in sorted(nodes))
+
+
 def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, str]:
     """For each gang with nodes held for it as they drain, those nodes as its reasons quote them
     (the first pool that holds any, as step 0 recorded them)."""
@@ -155,7 +163,7 @@ def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, str]:
             if pool == p:
                 nodes.append(node)
     return {
-        job: f"; node(s) {', '.join(f'#{n}' for n in sorted(nodes))} of pool {inputs.pool_names[p]} "
+        job: f"; node(s) {node_labels(inputs, p, nodes)} of pool {inputs.pool_names[p]} "
         "held for it as they drain"
         for job, (p, nodes) in by_job.items()
     }
@@ -264,7 +272,7 @@ class ReasonContext:
         numbers = self.job_numbers[j] | {"pool": inp.pool_names[p], "pool_note": self.pool_notes[p]}
         gang = plan.outcome.cleared_for.get(j)
         if gang is not None:
-            nodes = ", ".join(f"#{n}" for n in sorted(inp.job_nodes.get(inp.job_ids[j], {})))
+            nodes = node_labels(inp, p, inp.job_nodes.get(inp.job_ids[j], {}))
             return explain(C.CLEARED_FOR_JOB, nodes=nodes, **self._other_job(gang), **numbers)
         owner = plan.outcome.reclaimed_for.get(j)
         if owner is not None:
@@ -383,7 +391,7 @@ class ReasonContext:
         first_s = min(out[i] for i in going)
         return {
             "run_h": f"{run_s / 3600.0:.1f}",
-            "nodes": ", ".join(f"#{i}" for i in going),
+            "nodes": node_labels(inp, p, going),
             "at": f"{inp.now + timedelta(seconds=first_s):%H:%M}",
         }
 

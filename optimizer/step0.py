@@ -407,7 +407,8 @@ class _Step0:
         before = (inputs.held_nodes or {}).get(job_id)
         prefer = before[1] if before is not None and before[0] == p else ()
         real = len(inputs.pool_free_nodes[p] or ())
-        held = self.nodes.hold(p, self._gang(j), float(inputs.job_weight[j]), prefer, real, job=j)
+        weight = float(inputs.job_weight[j])
+        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.run_s(j))
         self.holds[job_id] = (p, held)
 
     def start_planned(self, plan: Plan0) -> None:

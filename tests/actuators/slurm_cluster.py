@@ -409,9 +409,11 @@ class SlurmCluster:
         user: str | None = None,
         comment: str | None = None,
         run_s: float | None = None,
+        time_limit_min: int | None = None,
     ) -> int:
         """Submit a batch job that traps SIGUSR1 as its checkpoint signal (and runs until cancelled,
-        or ``run_s`` seconds); return its Slurm id."""
+        or ``run_s`` seconds; Slurm's time limit ``time_limit_min``, else the partition's);
+        return its Slurm id."""
         marker = self.checkpoint_marker(name)
         marker.parent.mkdir(mode=0o777, exist_ok=True)
         os.chmod(marker.parent, 0o777)  # jobs of other users write there too
@@ -438,6 +440,8 @@ class SlurmCluster:
             argv.insert(1, f"--comment={comment}")
         if requeue:
             argv.insert(1, "--requeue")
+        if time_limit_min is not None:
+            argv.insert(1, f"--time={time_limit_min}")
         if user is not None:
             argv = ["runuser", "-u", user, "--", *argv, "--chdir=/tmp"]
         return int(self.run(*argv).stdout.strip().split(";")[0])

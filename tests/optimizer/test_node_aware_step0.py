@@ -189,7 +189,7 @@ SCENARIOS = [
             "long": hold(
                 "nodes of pool a with room for its gang of 8 go out for maintenance",
                 "runs 4.0 h",
-                "node(s) #1 go from 14:00",
+                "node(s) n1 go from 14:00",
             ),
         },
     ),
@@ -198,6 +198,19 @@ SCENARIOS = [
         pools=(N1_GOES_OUT_IN_2H,),
         jobs=(BUSY_N0, Job("short", 8, hours=1.5)),
         want_jobs={"busy": run("a"), "short": run("a")},
+    ),
+    # ... and while a heavier gang waits for a node that stays: the nodes held for it are those it
+    # could run on (n0, as it drains), never the one going out, which the short job may use (it
+    # was held for the gang with nothing to drain, so lighter work stayed off it)
+    Scenario(
+        "a-gang-that-waits-for-a-node-that-stays-holds-that-one-not-the-one-going-out",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("long", 8, weight=3.0, hours=4.0), Job("short", 8, hours=1.5)),
+        want_jobs={
+            "busy": run("a"),
+            "long": hold("node(s) n1 go from 14:00", "node(s) n0 of pool a held for it as they drain"),
+            "short": run("a"),
+        },
     ),
 ]
 
