@@ -108,6 +108,7 @@ class PlanInputs:
     job_checkpoints: np.ndarray  # [J] bool: it checkpoints (else a stop loses all its work since it started)
     job_lost_gpu_s: np.ndarray  # [J] work lost plus restart cost if preempted now, GPU-seconds
     job_restart_s: np.ndarray  # [J] wall seconds a (re)start costs the gang
+    job_time_limit_s: np.ndarray  # [J] wall seconds the cluster lets one run last (0: no limit)
     job_ran_s: np.ndarray  # [J] wall seconds since a running job (re)started; inf: not running or unknown
     job_deadline_step: np.ndarray  # [J] first step at or after the deadline (horizon+1 if none)
     job_team: np.ndarray  # [J] team index
@@ -160,6 +161,12 @@ class PlanInputs:
         """Wall seconds job j would run if started now: its work left over its gang, and its restart."""
         work_s = float(self.job_remaining_s[j]) / max(float(self.job_gang[j]), 1.0)
         return work_s + float(self.job_restart_s[j])
+
+    def holds_nodes_s(self, j: int) -> float:
+        """Wall seconds job j would hold its nodes if started now, as the cluster counts them: its
+        run (``run_s``), or its time limit where that is longer (Slurm starts a job on a node only
+        if its limit ends before the node's next maintenance, and backfills by limits)."""
+        return max(self.run_s(j), float(self.job_time_limit_s[j]))
 
     def step_start(self, step: int) -> datetime:
         return self.now + timedelta(seconds=self.step_s * step)
@@ -349,6 +356,7 @@ def _job_fields(
     on = (running >= 0).nonzero()[0]
     allowed[on, running[on]] = True  # a running job's pool is allowed to it, whatever its spec says
     restart_s = np.asarray([spec.restart_cost_s for spec in specs], dtype=float).reshape(n_jobs)
+    time_limit_s = np.asarray([spec.time_limit_s or 0.0 for spec in specs], dtype=float).reshape(n_jobs)
     since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
     weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
     job_team = np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64).reshape(n_jobs)
@@ -364,6 +372,7 @@ def _job_fields(
         "job_checkpoints": np.asarray([spec.checkpoint_interval_s is not None for spec in specs], dtype=bool),
         "job_lost_gpu_s": since_checkpoint + restart_s * gang,
         "job_restart_s": restart_s,
+        "job_time_limit_s": time_limit_s,
         "job_ran_s": _ran_s(jobs, now),
         "job_deadline_step": _deadline_steps(specs, now, steps, step_s),
         "job_team": job_team,

@@ -24,6 +24,7 @@ from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan
 from optimizer.step0_outcome import Blocked
 from schemas import DecisionCause
+from schemas.bounds import MAX_DURATION_S
 
 C = DecisionCause
 _JOB = "({gpus} GPUs, weight {weight}, class {cls}); {left_h} GPU-h left{deadline}"
@@ -66,7 +67,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
     "end before they do (its own weight {weight}){held}; {when}",
     C.NODES_GO_OUT: "held: the nodes of pool {pool} with room for its gang of {gpus} go out for "
-    "maintenance before it would end (it runs {run_h} h; node(s) {nodes} go from {at}){held}; {when}",
+    "maintenance before it would end (it runs {run_h} h{limit}; node(s) {nodes} go from {at}){held}; {when}",
     C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
     "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
@@ -383,14 +384,21 @@ class ReasonContext:
 
     def _going_out(self, j: int, p: int) -> dict[str, object]:
         """The nodes of pool p that go out for maintenance before job j would end (step 0 found
-        those with room among them), when the first of them goes, and how long j would run."""
+        those with room among them), when the first of them goes, and how long j would run (and
+        the cluster's time limit, where that is what keeps it off them)."""
         inp = self.inputs
-        run_s = inp.run_s(j)
+        run_s, holds_s = inp.run_s(j), inp.holds_nodes_s(j)
         out = inp.pool_node_out_s[p]
-        going = going_out(out, run_s)
+        going = going_out(out, holds_s)
         first_s = min(out[i] for i in going)
+        limit = ""
+        if holds_s > run_s:
+            limit = (
+                ", no time limit" if holds_s >= MAX_DURATION_S else f", time limit {holds_s / 3600.0:.1f} h"
+            )
         return {
             "run_h": f"{run_s / 3600.0:.1f}",
+            "limit": limit,
             "nodes": node_labels(inp, p, going),
             "at": f"{inp.now + timedelta(seconds=first_s):%H:%M}",
         }

@@ -157,6 +157,7 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
         job_checkpoints=spread(inputs.job_checkpoints, True),
         job_lost_gpu_s=spread(inputs.job_lost_gpu_s, 0.0),
         job_restart_s=spread(inputs.job_restart_s, 0.0),
+        job_time_limit_s=spread(inputs.job_time_limit_s, 0.0),
         job_ran_s=spread(inputs.job_ran_s, np.inf),
         job_deadline_step=spread(inputs.job_deadline_step, inputs.horizon_steps + 1),
         job_team=job_team,

@@ -231,7 +231,7 @@ class _Step0:
             self.outcome.blocked[j] = Blocked(DecisionCause.TEAM_QUOTA, -1)
             return False
         g = self._gang(j)
-        start_s = self.inputs.run_s(j)
+        start_s = self.inputs.holds_nodes_s(j)
         if not self._reclaim_for(j, pools, rank, start_s):
             return False
         for p in self._by_dips(j, pools):
@@ -375,7 +375,7 @@ class _Step0:
             return False
         wait_s = self._drain_wait_s(j, p)
         # nodes that go out for maintenance before the gang would end are not cleared for it
-        going = set(going_out(self.nodes.out_s[p], self.inputs.run_s(j)))
+        going = set(going_out(self.nodes.out_s[p], self.inputs.holds_nodes_s(j)))
         candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
         chosen = cheapest_clearing(
             [0 if i in going else f for i, f in enumerate(job_free)],
@@ -408,7 +408,7 @@ class _Step0:
         prefer = before[1] if before is not None and before[0] == p else ()
         real = len(inputs.pool_free_nodes[p] or ())
         weight = float(inputs.job_weight[j])
-        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.run_s(j))
+        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.holds_nodes_s(j))
         self.holds[job_id] = (p, held)
 
     def start_planned(self, plan: Plan0) -> None:

@@ -42,6 +42,11 @@ class JobSpec(Part):
     restart_cost_s: DurationS = 0.0
     team: Name = "default"
     bandwidth_class: BandwidthClass = "medium"
+    time_limit_s: PosDurationS | None = Field(
+        default=None,
+        description="wall seconds the cluster lets one run last (Slurm's time limit; a year: unlimited), "
+        "which it starts the job on a node only if it ends before that node's maintenance; None: no limit",
+    )
 
 
 class JobEventKind(StrEnum):

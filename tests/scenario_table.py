@@ -82,6 +82,7 @@ class Job:
     since_checkpoint_gpu_s: float = 0.0
     checkpoint_interval_s: float | None = None  # None: never checkpoints
     deadline_min: float | None = None  # minutes from NOW; None: no deadline
+    time_limit_h: float | None = None  # the cluster's limit on one run; None: none
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,7 @@ def build_job(j: Job) -> JobState:
         restart_cost_s=j.restart_cost_s,
         checkpoint_interval_s=j.checkpoint_interval_s,
         deadline=None if j.deadline_min is None else NOW + timedelta(minutes=j.deadline_min),
+        time_limit_s=None if j.time_limit_h is None else j.time_limit_h * 3600.0,
     )
     running = j.running_in is not None
     return JobState(

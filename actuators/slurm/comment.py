@@ -151,11 +151,14 @@ def spec_fields(section: str) -> dict[str, Any]:
     return fields
 
 
-def parse_spec(section: str, job_id: str, gpus: int, pools: list[str]) -> JobSpec:
-    """The JobSpec of a job from its ``ebbtide:`` section, its GPUs and its partitions."""
+def parse_spec(
+    section: str, job_id: str, gpus: int, pools: list[str], time_limit_s: float | None = None
+) -> JobSpec:
+    """The JobSpec of a job from its ``ebbtide:`` section, its GPUs, its partitions and its time
+    limit."""
     fields = spec_fields(section)
     try:
-        return JobSpec(job_id=job_id, gpus=gpus, allowed_pools=pools, **fields)
+        return JobSpec(job_id=job_id, gpus=gpus, allowed_pools=pools, time_limit_s=time_limit_s, **fields)
     except ValidationError as exc:
         message = describe(exc)
         raise CommentError(_comment_terms(message)) from None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loop.sources import JobPhase
+from schemas.bounds import MAX_DURATION_S
 
 _GPU_IN_TRES = re.compile(r"gres/gpu(?::[\w.-]+)?=(\d+)")
 _GPU_IN_GRES = re.compile(r"gpu(?::[\w.-]+)?:(\d+)")
@@ -87,6 +88,20 @@ def job_gpus(job: Mapping[str, Any]) -> int:
         return int(m.group(1)) * max(int(job.get("node_count") or 1), 1)
     m = _GPU_IN_GRES.search(str(job.get("tres_per_job") or ""))
     return int(m.group(1)) if m else 0
+
+
+def job_time_limit_s(job: Mapping[str, Any]) -> float | None:
+    """A job's time limit in seconds: Slurm's ``time_limit`` in minutes (a number, or newer Slurm's
+    ``{"set", "infinite", "number"}``); an unlimited one (null, or infinite) is MAX_DURATION_S (a
+    year); None where the record has no such field (unknown)."""
+    if "time_limit" not in job:
+        return None
+    limit = job["time_limit"]
+    if isinstance(limit, Mapping):
+        limit = None if limit.get("infinite") or not limit.get("set", True) else limit.get("number")
+    if limit is None:
+        return MAX_DURATION_S
+    return min(float(limit) * 60.0, MAX_DURATION_S) if float(limit) > 0 else None
 
 
 def job_nodes(job: Mapping[str, Any]) -> dict[str, int]:

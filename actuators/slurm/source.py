@@ -9,7 +9,8 @@ reported before that left squeue (when the cluster keeps accounting):
 - A job is an ebbtide job when its comment has an ``ebbtide:`` section (actuators/slurm/comment.py:
   ``sbatch --hold --comment "ebbtide: est_gpu_h=4 weight=3" -p pool-a,pool-b --gres=gpu:4``). Its
   id is ``<cluster>-<Slurm job id>``, its gang the GRES request times its nodes, its allowed pools
-  its partitions, its phase from the job state (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY: failed).
+  its partitions, its time limit (Slurm starts it near maintenance only if the limit ends before),
+  its phase from the job state (TIMEOUT, NODE_FAIL, OUT_OF_MEMORY: failed).
 - A job whose section cannot be read gets ``ebbtide-error: <key>: <why>`` written into its comment
   (once: not again while the note says the same) and is left out: never planned, never a crash.
 - The inventory: one pool per partition with GPU nodes, each node with its GRES GPUs, those not in
@@ -30,7 +31,15 @@ from actuators.factory import SlurmConfig, slurm_transport
 from actuators.slurm.backend import SlurmTransport
 from actuators.slurm.comment import ERROR_MARK, CommentError, note_of, parse_spec, spec_section, with_note
 from actuators.slurm.maintenance import maintenance_windows
-from actuators.slurm.records import job_gpus, job_key, job_nodes, job_phase, node_gpus, node_unschedulable
+from actuators.slurm.records import (
+    job_gpus,
+    job_key,
+    job_nodes,
+    job_phase,
+    job_time_limit_s,
+    node_gpus,
+    node_unschedulable,
+)
 from loop.sources import SourcedJob, SourceSnapshot
 from schemas import InventoryNode, InventoryPool, PoolInventory
 
@@ -86,7 +95,8 @@ class SlurmSource:
         phase = job_phase(record)
         partition = str(record.get("partition") or "")
         try:
-            spec = parse_spec(section, key, job_gpus(record), [p for p in partition.split(",") if p])
+            pools = [p for p in partition.split(",") if p]
+            spec = parse_spec(section, key, job_gpus(record), pools, job_time_limit_s(record))
         except CommentError as exc:
             self.rejected[sid] = str(exc)
             self._note_error(sid, str(record.get("comment") or ""), str(exc), phase)

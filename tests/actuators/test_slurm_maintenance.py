@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from actuators.slurm.maintenance import expand_hostlist, maintenance_windows
+from actuators.slurm.records import job_time_limit_s
+from schemas.bounds import MAX_DURATION_S
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 NODES = {"pool-a": {"gpu01": 8, "gpu02": 8, "gpu03": 8}, "pool-b": {"gpu03": 8, "big7": 4}}
@@ -70,3 +72,19 @@ def test_other_ended_or_unreadable_reservations_are_left_out() -> None:
     assert list(windows) == ["pool-a"] and len(windows["pool-a"]) == 1
     under_way = maintenance_windows([reservation("big7", -1, 3)], NODES, NOW)
     assert under_way["pool-b"][0].start < NOW < under_way["pool-b"][0].end
+
+
+@pytest.mark.parametrize(
+    ("record", "seconds"),
+    [
+        ({"time_limit": 40}, 2400.0),  # Slurm 22.05: minutes
+        ({"time_limit": None}, MAX_DURATION_S),  # 22.05: unlimited
+        ({"time_limit": {"set": True, "infinite": False, "number": 90}}, 5400.0),  # 23.02 on
+        ({"time_limit": {"set": True, "infinite": True, "number": 0}}, MAX_DURATION_S),
+        ({}, None),  # sacct's records: unknown
+    ],
+)
+def test_a_jobs_time_limit_in_each_shape_slurm_writes_it(
+    record: dict[str, object], seconds: float | None
+) -> None:
+    assert job_time_limit_s(record) == seconds

@@ -1,6 +1,7 @@
 """A Slurm maintenance reservation through the code the services run, on real Slurm daemons: the
 source reads it, the state fold hands it to the planner, step 0 keeps a job that would outlast it
-off the node, and the actuator shows why in the job's comment (``squeue -o %k``). Kafka is left
+off the node (by its run or, as Slurm does, by its time limit), and the actuator shows why in the
+job's comment (``squeue -o %k``). Kafka is left
 out (the e2e tier runs these services over it); each stage is the services' own code."""
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def test_a_job_that_would_run_into_maintenance_waits_and_squeue_says_why(slurm_c
     long = slurm_cluster.submit("long", "pool-a", gpus=8, comment="ebbtide: est_gpu_h=32 weight=3")
     # Slurm starts a job on a node with maintenance ahead only if its time limit ends before it
     short = slurm_cluster.submit("short", "pool-a", gpus=8, comment="ebbtide: est_gpu_h=4", time_limit_min=40)
+    unlimited = slurm_cluster.submit("unlimited", "pool-a", gpus=8, comment="ebbtide: est_gpu_h=4 weight=2")
     now = datetime.now(UTC)
     snapshot = SlurmSource(SlurmCli(env={"SLURM_CONF": str(slurm_cluster.conf)}), cluster="test").snapshot()
     fold = ClusterFold(seed=seed(now))
@@ -52,6 +54,9 @@ def test_a_job_that_would_run_into_maintenance_waits_and_squeue_says_why(slurm_c
     assert (ran.action, ran.pool) == (JobAction.RUN, "pool-a"), "30 minutes end before the window"
     assert (held.action, held.cause) == (JobAction.HOLD, DecisionCause.NODES_GO_OUT)
     assert "node(s) a1 go from" in held.reason and "it runs 4.0 h" in held.reason
+    no_limit = decisions[f"test-{unlimited}"]  # as short as the one that runs, but Slurm would not start it
+    assert (no_limit.action, no_limit.cause) == (JobAction.HOLD, DecisionCause.NODES_GO_OUT)
+    assert "it runs 0.5 h, no time limit; node(s) a1 go from" in no_limit.reason
     actuator, _ = make_actuator(slurm_cluster)
     actuator.apply(allocation)
     wait_for(lambda: "RUNNING" in slurm_cluster.run("squeue", "-h", "-j", str(short), "-o", "%T").stdout,

@@ -212,6 +212,17 @@ SCENARIOS = [
             "short": run("a"),
         },
     ),
+    # ... unless the cluster's time limit runs past the window: Slurm starts a job on a node with
+    # maintenance ahead only if its limit ends before it, so the plan counts the limit there
+    Scenario(
+        "a-short-job-whose-time-limit-runs-into-maintenance-waits",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("short", 8, hours=1.5, time_limit_h=3.0)),
+        want_jobs={
+            "busy": run("a"),
+            "short": hold("it runs 1.5 h, time limit 3.0 h; node(s) n1 go from 14:00"),
+        },
+    ),
 ]
 
 
