@@ -320,6 +320,7 @@ def _borrowing(
         reason=reason,
         cause=DecisionCause.BORROWS_HEADROOM,
         borrows_from=h.service,
+        avoid_nodes=d.avoid_nodes if d.pool == h.pool else [],
     )
 
 

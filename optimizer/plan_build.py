@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from loop import Decision
 from optimizer.inputs import PlanInputs
+from optimizer.nodes import going_out
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
 from schemas import (
@@ -159,17 +160,26 @@ def _job_decisions(
             )
         else:
             pool, gpus, why, action = None, 0, reasons.hold_reason(j), JobAction.HOLD
-        decisions.append(
-            {
-                "job_id": inputs.job_ids[j],
-                "action": action,
-                "pool": pool,
-                "gpus": gpus,
-                "reason": why.text,
-                "cause": why.cause,
-            }
-        )
+        decision = {
+            "job_id": inputs.job_ids[j],
+            "action": action,
+            "pool": pool,
+            "gpus": gpus,
+            "reason": why.text,
+            "cause": why.cause,
+        }
+        if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, j, p)):
+            decision["avoid_nodes"] = avoid
+        decisions.append(decision)
     return decisions
+
+
+def nodes_to_avoid(inputs: PlanInputs, j: int, p: int) -> list[str]:
+    """The named nodes of pool p that maintenance takes out before job j, started now, would end:
+    step 0 placed it elsewhere, and the cluster must too (it places pods itself)."""
+    names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
+    going = going_out(inputs.pool_node_out_s[p], inputs.holds_nodes_s(j)) if inputs.pool_node_out_s else []
+    return [names[i] for i in going if i < len(names)]
 
 
 def build_allocation(

@@ -174,6 +174,11 @@ class JobDecision(Part):
         default=None,
         description="run on this service's burst headroom: preempted first when the service scales up",
     )
+    avoid_nodes: list[Name] = Field(
+        default_factory=list,
+        description="nodes of its pool a job started now must not be placed on: maintenance takes them "
+        "out before it would end (the Kubernetes backend adds them to its pods' node affinity)",
+    )
 
     @model_validator(mode="after")
     def _pool_when_running(self) -> JobDecision:

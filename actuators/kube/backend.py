@@ -383,8 +383,11 @@ class KubernetesBackend:
             self.pool_label,
             str(decision.pool),
             {"metadata": {**meta, "labels": {LABEL_POOL: str(decision.pool)}}},
+            decision.avoid_nodes,
         )
         detail = f"place on {decision.pool}, resume"
+        if decision.avoid_nodes:
+            detail += f" off {', '.join(decision.avoid_nodes)} (maintenance)"
         return Change(target=target, action="run", detail=detail, execute=partial(job.patch, body))
 
 

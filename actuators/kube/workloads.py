@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from actuators.base import PermanentError
+from actuators.kube.affinity import ANN_AVOIDED, REQUIRED, avoided_of, required_affinity
 from actuators.kube.client import call
 from actuators.observation import JobPhase
 
@@ -48,20 +49,39 @@ class BatchWorkload:
     namespace: str = ""
     uid: str | None = None
     decision: tuple[str, str] | None = None
+    avoided: tuple[str, ...] = ()  # nodes ebbtide last kept its pods off (actuators/kube/affinity.py)
 
-    def run_body(self, pool_label: str, pool: str, meta: dict[str, Any]) -> dict[str, Any]:
-        """A merge patch that places every pod template on ``pool`` and resumes.
+    def run_body(
+        self, pool_label: str, pool: str, meta: dict[str, Any], avoid: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """A merge patch that places every pod template on ``pool``, off the ``avoid`` nodes
+        (maintenance takes them out before the job would end), and resumes.
 
         Only scheduling directives of a suspended workload's pod template may change (node
         selector, affinity, tolerations); its PriorityClass is fixed at creation by the submitter.
         """
+        meta = {**meta, "metadata": {**meta.get("metadata", {})}}
+        meta["metadata"]["annotations"] = {
+            **meta["metadata"].get("annotations", {}),
+            ANN_AVOIDED: ",".join(sorted(avoid)) or None,
+        }
         if self.kind == "Job":
-            placed = {"nodeSelector": {pool_label: pool}}
+            placed: dict[str, Any] = {"nodeSelector": {pool_label: pool}}
+            if avoid or self.avoided:
+                required = required_affinity(self.pod_specs[0], avoid, self.avoided)
+                placed["affinity"] = {"nodeAffinity": {REQUIRED: required}}
             return {**meta, "spec": {"suspend": False, "template": {"spec": placed}}}
         replicated = copy.deepcopy(self.raw_spec.get("replicatedJobs") or [])
         for rj in replicated:
             pod_spec = rj["template"]["spec"]["template"]["spec"]
             pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), pool_label: pool}
+            if avoid or self.avoided:
+                required = required_affinity(pod_spec, avoid, self.avoided)
+                node_affinity = {
+                    **(pod_spec.get("affinity") or {}).get("nodeAffinity", {}),
+                    REQUIRED: required,
+                }
+                pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}), "nodeAffinity": node_affinity}
         return {**meta, "spec": {"suspend": False, "replicatedJobs": replicated}}
 
 
@@ -166,6 +186,7 @@ def list_jobs(
                 namespace=namespace,
                 uid=meta.get("uid"),
                 decision=last_decision(meta),
+                avoided=avoided_of(meta),
             )
         )
     return out
@@ -226,6 +247,7 @@ def list_jobsets(
                 namespace=namespace,
                 uid=meta.get("uid"),
                 decision=last_decision(meta),
+                avoided=avoided_of(meta),
             )
         )
     return out

@@ -15,6 +15,7 @@ from kube_cluster import ACTUATOR_TOKEN, KubeCluster
 
 from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.kube import KubernetesBackend, api_client
+from actuators.kube.affinity import REQUIRED
 from actuators.kube.backend import ANN_CHECKPOINT, ANN_PLAN, LABEL_JOB, LABEL_POOL, LABEL_SERVICE
 
 # The first test's setup may build kube-apiserver when the cache is cold (minutes on 2 cores);
@@ -409,3 +410,46 @@ def test_configured_from_a_kubeconfig_file(kube_cluster, namespace, admin, make_
     (result,) = actuator.apply(make_allocation("plan-k", services=[("chat", "pool-a", 2, 2.0)]))
     assert (result.backend, result.outcome) == ("kubernetes", "applied")
     assert client.AppsV1Api(admin).read_namespaced_deployment("chat-a", namespace).spec.replicas == 2
+
+
+def test_a_job_started_off_nodes_going_out_keeps_its_own_affinity_and_sheds_ours_later(
+    kube_cluster, namespace, admin, make_allocation
+) -> None:
+    from kubernetes import client
+
+    batch = client.BatchV1Api(admin)
+    job = batch_job("train-m", "job-m", 4)
+    h100 = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [h100]}]}
+    job["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {REQUIRED: required}}
+    batch.create_namespaced_job(namespace, job)
+    actuator, _ = make_actuator(kube_cluster, namespace)
+
+    def run(plan_id: str, avoid: list[str]) -> None:
+        allocation = make_allocation(plan_id, jobs=[("job-m", "run", "pool-a", 4)])
+        decision = allocation.jobs[0].model_copy(update={"avoid_nodes": avoid})
+        (result,) = actuator.apply(allocation.model_copy(update={"jobs": [decision]}))
+        assert result.outcome == "applied", result
+
+    def terms() -> tuple[list[Any], dict[str, str]]:
+        read = batch.read_namespaced_job("train-m", namespace)
+        required = (
+            read.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        )
+        return [
+            admin.sanitize_for_serialization(t) for t in required.node_selector_terms
+        ], read.metadata.annotations
+
+    run("plan-m1", ["n2", "n1"])
+    (term,), annotations = terms()
+    assert term == {
+        "matchExpressions": [h100],
+        "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [n]} for n in ("n1", "n2")],
+    }, "ANDed into the submitter's own term"
+    assert annotations["ebbtide.io/avoided-nodes"] == "n1,n2"
+    (pre,) = actuator.apply(make_allocation("plan-m2", jobs=[("job-m", "preempt", None, 0)]))
+    assert pre.outcome == "applied"
+    run("plan-m3", [])  # suspended again, started where no node goes out: only its own term is left
+    (term,), annotations = terms()
+    assert term == {"matchExpressions": [h100]}
+    assert "ebbtide.io/avoided-nodes" not in annotations

@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from scenario_table import Job, Pool, Scenario, build_state, hold, preempt, run, run_scenario
+from scenario_table import NOW, Job, Pool, Scenario, build_state, hold, preempt, run, run_scenario
 
 from optimizer.inputs import running_job_nodes
 from optimizer.node_clearing import Candidate, cheapest_clearing
 from optimizer.nodes import NodeBook
+from optimizer.planner import PlannerPolicy
+from schemas import JobAction
 
 TWO_NODES_WITH_2_FREE = Pool("a", 16, gpus_per_node=8, free_by_node=(2, 2), node_names=("n0", "n1"))
 
@@ -276,3 +278,18 @@ def test_released_gangs_go_back_on_their_own_nodes() -> None:
     assert book.free[0] == [6, 4]
     assert book.release(0, 8, None) == [2]  # unknown nodes: counted as a node of its own
     assert book.free[0] == [6, 4, 8]
+
+
+def test_a_job_started_where_a_node_goes_out_before_it_ends_is_told_to_avoid_it() -> None:
+    both_free = Pool(
+        "a",
+        16,
+        gpus_per_node=8,
+        free_by_node=(8, 8),
+        node_names=("n0", "n1"),
+        maintenance=((120, 600, ("n1",)),),
+    )
+    row = Scenario("x", pools=(both_free,), jobs=(Job("long", 8, hours=4.0), Job("short", 8, hours=1.0)))
+    decisions = {d.job_id: d for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs}
+    assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n1"])
+    assert (decisions["short"].action, decisions["short"].avoid_nodes) == (JobAction.RUN, []), "ends before"
