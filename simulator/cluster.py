@@ -36,7 +36,7 @@ from simulator.jobs import LiveJob
 from simulator.pools import build_pools
 from simulator.scenario import Scenario
 from simulator.services import PoolCapacity, pool_physical_gpus, round_to_pool
-from simulator.snapshot import build_snapshot
+from simulator.snapshot import build_snapshot, node_index
 from simulator.workload import SimJob, arrival_order, build_workload
 
 PLANNING_DAY_S = 86400.0
@@ -208,7 +208,10 @@ class Simulator:
                 self.ledger.refused += 1
                 result("run", target, "failed", "pool not allowed or gpus differ from the gang size")
                 continue
-            placement = place_gang(free[pool.name], spec.gpus, pool.gpus_per_node)
+            # the decision's avoid_nodes are kept off, as a Kubernetes scheduler keeps off them
+            avoid = {node_index(pool.name, name) for name in d.avoid_nodes}
+            room = [0 if i in avoid else f for i, f in enumerate(free[pool.name])]
+            placement = place_gang(room, spec.gpus, pool.gpus_per_node)
             if placement is None:
                 self.ledger.gang_blocked += 1
                 why = f"gang of {spec.gpus} does not fit on {pool.name}'s nodes"

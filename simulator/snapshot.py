@@ -24,6 +24,13 @@ def node_name(pool: str, node: int) -> str:
     return f"{pool}-node{node:03d}"
 
 
+def node_index(pool: str, name: str) -> int:
+    """The node a snapshot's node name stands for (-1: not a node of ``pool``)."""
+    prefix = f"{pool}-node"
+    tail = name[len(prefix) :] if name.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else -1
+
+
 def build_snapshot(sim: Simulator, now: datetime) -> ClusterState:
     start = sim.scenario.start
     pools = []

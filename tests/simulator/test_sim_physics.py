@@ -141,6 +141,18 @@ def test_maintenance_is_announced_and_drains_its_nodes() -> None:
     assert sim.snapshot(sim.clock.now()).pools[0].gpus_available == 4
 
 
+def test_a_start_is_kept_off_the_nodes_its_decision_avoids() -> None:
+    sim = Simulator(
+        tiny_scenario(services=[], workload={"explicit": [job("a", 5, gpus=2), job("b", 5, gpus=2)]})
+    )
+    names = sim.snapshot(sim.clock.now()).pools[0].node_names
+    sim.apply(allocation(sim, jobs=[run_job("a", 2)]))
+    assert list(sim.jobs["a"].placement) == [0]  # node 0 has 2 GPUs left: best fit for another 2
+    off_node_0 = run_job("b", 2).model_copy(update={"avoid_nodes": [names[0]]})
+    sim.apply(allocation(sim, jobs=[off_node_0]))
+    assert list(sim.jobs["b"].placement) == [1], "kept off node 0, which best fit would take"
+
+
 def test_time_slicing_packs_fractions_and_charges_interference() -> None:
     services = [
         {
