@@ -50,3 +50,13 @@ def required_affinity(
             {"matchFields": ours}
         ]
     return {"nodeSelectorTerms": terms} if terms else None
+
+
+def with_required(affinity: Mapping[str, Any], required: dict[str, Any] | None) -> dict[str, Any]:
+    """``affinity`` with its required node affinity replaced by ``required`` (left out where None),
+    for a patch that replaces the whole pod spec (a JobSet's replicated jobs) rather than merging."""
+    node = {k: v for k, v in (affinity.get("nodeAffinity") or {}).items() if k != REQUIRED}
+    if required is not None:
+        node[REQUIRED] = required
+    rest = {k: v for k, v in affinity.items() if k != "nodeAffinity"}
+    return {**rest, "nodeAffinity": node} if node else rest

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client
 
 from actuators.base import PermanentError
-from actuators.kube.affinity import ANN_AVOIDED, REQUIRED, avoided_of, required_affinity
+from actuators.kube.affinity import ANN_AVOIDED, REQUIRED, avoided_of, required_affinity, with_required
 from actuators.kube.client import call
 from actuators.observation import JobPhase
 
@@ -67,7 +67,7 @@ class BatchWorkload:
         }
         if self.kind == "Job":
             placed: dict[str, Any] = {"nodeSelector": {pool_label: pool}}
-            if avoid or self.avoided:
+            if avoid or self.avoided:  # a strategic merge patch: None deletes the requirement
                 required = required_affinity(self.pod_specs[0], avoid, self.avoided)
                 placed["affinity"] = {"nodeAffinity": {REQUIRED: required}}
             return {**meta, "spec": {"suspend": False, "template": {"spec": placed}}}
@@ -77,11 +77,8 @@ class BatchWorkload:
             pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), pool_label: pool}
             if avoid or self.avoided:
                 required = required_affinity(pod_spec, avoid, self.avoided)
-                node_affinity = {
-                    **(pod_spec.get("affinity") or {}).get("nodeAffinity", {}),
-                    REQUIRED: required,
-                }
-                pod_spec["affinity"] = {**(pod_spec.get("affinity") or {}), "nodeAffinity": node_affinity}
+                affinity = with_required(pod_spec.pop("affinity", None) or {}, required)
+                pod_spec.update({"affinity": affinity} if affinity else {})
         return {**meta, "spec": {"suspend": False, "replicatedJobs": replicated}}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actuators.kube.affinity import REQUIRED, required_affinity
+from actuators.kube.affinity import REQUIRED, required_affinity, with_required
 from actuators.kube.workloads import BatchWorkload
 
 H100 = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100"]}
@@ -60,3 +60,10 @@ def test_a_jobset_is_kept_off_the_nodes_in_every_replicated_job() -> None:
             "nodeSelectorTerms": [{"matchFields": off("n1")}]
         }
     assert body["metadata"]["annotations"]["ebbtide.io/avoided-nodes"] == "n1"
+
+
+def test_a_replaced_pod_spec_drops_the_requirement_it_no_longer_has() -> None:
+    preferred = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}]}
+    affinity = {"podAffinity": {}, "nodeAffinity": {**preferred, REQUIRED: {"nodeSelectorTerms": []}}}
+    assert with_required(affinity, None) == {"podAffinity": {}, "nodeAffinity": preferred}
+    assert with_required({"nodeAffinity": {REQUIRED: {}}}, None) == {}

@@ -21,6 +21,7 @@ from actuators.kube.backend import ANN_CHECKPOINT, ANN_PLAN, LABEL_JOB, LABEL_PO
 # The first test's setup may build kube-apiserver when the cache is cold (minutes on 2 cores);
 # each test itself takes seconds.
 pytestmark = [pytest.mark.kubernetes, pytest.mark.timeout(2400)]
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2")
 
 
 def make_actuator(
@@ -344,6 +345,26 @@ def test_jobset_placed_on_all_its_replicated_jobs_and_suspended(
     )
     assert (pre.outcome, obj["spec"]["suspend"]) == ("applied", True)
     assert ANN_CHECKPOINT in obj["metadata"]["annotations"]
+
+    def run_avoiding(plan_id: str, avoid: list[str]) -> list[Any]:
+        allocation = make_allocation(plan_id, jobs=[("job-js", "run", "pool-a", 24)])
+        decision = allocation.jobs[0].model_copy(update={"avoid_nodes": avoid})
+        (result,) = actuator.apply(allocation.model_copy(update={"jobs": [decision]}))
+        assert result.outcome == "applied", result
+        obj = custom.get_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", "llm-pretrain"
+        )
+        pods = [rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]]
+        suspend = {"spec": {"suspend": True}}
+        custom.patch_namespaced_custom_object(*JOBSETS, namespace, "jobsets", "llm-pretrain", suspend)
+        return [p.get("affinity") for p in pods]
+
+    off_n1 = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}
+    assert (
+        run_avoiding("plan-js3", ["n1"])
+        == [{"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [off_n1]}}}] * 2
+    )
+    assert run_avoiding("plan-js4", []) == [None, None], "the next start sheds them"
 
 
 def test_observation_counts_gpus_per_pool_from_labelled_nodes(kube_cluster, namespace, admin) -> None:
