@@ -149,7 +149,8 @@ class MetricFamilies:
         """Cluster state (state service)."""
         self.pool_gpus = Gauge(
             "ebbtide_pool_gpus",
-            "GPUs per pool (state: total or available)",
+            "GPUs per pool (state: total, available, or maintenance_next_24h: the most GPUs announced "
+            "maintenance windows take out at once within the next 24 hours)",
             ["cluster", "pool", "state"],
             registry=r,
         )

@@ -7,10 +7,11 @@ metrics with them; no prometheus_client here.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import get_args
 
-from schemas import DemandForecast, HorizonPlan, PlanStep
+from schemas import DemandForecast, HorizonPlan, PlanStep, PoolWindow
 from schemas.actuation import Outcome
 
 DEFAULT_METRICS_PORT = 9095
@@ -88,3 +89,15 @@ def forecast_step_index(forecast: DemandForecast, at: datetime) -> int | None:
         return None
     index = math.floor(offset_s / forecast.step_s)
     return index if index < forecast.horizon_steps else None
+
+
+MAINTENANCE_AHEAD = timedelta(hours=24)
+"""How far ahead ``ebbtide_pool_gpus{state="maintenance_next_24h"}`` looks for maintenance windows."""
+
+
+def most_out_at_once(windows: Sequence[PoolWindow], start: datetime, end: datetime) -> int:
+    """The most GPUs the ``windows`` take out at one time between ``start`` and ``end`` (they
+    overlap or not: the count is taken where each window starts, or at ``start``)."""
+    within = [w for w in windows if w.start < end and w.end > start]
+    instants = {max(w.start, start) for w in within}
+    return max((sum(w.gpus_out for w in within if w.start <= t < w.end) for t in instants), default=0)

@@ -45,9 +45,11 @@ from schemas import (
 from streams.metric_families import MetricFamilies
 from streams.metric_series import (
     ACTUATION_OUTCOMES,
+    MAINTENANCE_AHEAD,
     MAX_PRIORITY_CLASSES,
     Series,
     forecast_step_index,
+    most_out_at_once,
     partition_lag_messages,
     plan_steps_by_hour,
 )
@@ -181,6 +183,8 @@ class EbbtideMetrics(MetricFamilies):
         for pool in state.pools:
             pools[(pool.name, "total")] = pool.gpus_total
             pools[(pool.name, "available")] = pool.gpus_available
+            ahead = state.as_of + MAINTENANCE_AHEAD
+            pools[(pool.name, "maintenance_next_24h")] = most_out_at_once(pool.windows, state.as_of, ahead)
         self._replace(self.pool_gpus, cluster, pools)
 
         capacity: Series = {}

@@ -25,6 +25,7 @@ from schemas import (
     JobStatus,
     PlanBlock,
     PoolState,
+    PoolWindow,
     ServiceDecision,
     ServiceSpec,
     ServiceState,
@@ -181,6 +182,26 @@ def test_objective_terms_that_disappear_are_dropped(metrics: EbbtideMetrics) -> 
     metrics.record_decision(Decision(plan=plan, allocation=d.allocation), decision_s=0.1)
     assert value(metrics, "ebbtide_plan_objective", cluster="c1", term="work") == 1.0
     assert value(metrics, "ebbtide_plan_objective", cluster="c1", term="shortfall") is None
+
+
+def test_pools_show_the_most_gpus_maintenance_takes_out_at_once_in_the_next_day(
+    metrics: EbbtideMetrics,
+) -> None:
+    def hours(h: float) -> datetime:
+        return T0 + timedelta(hours=h)
+
+    windows = [
+        PoolWindow(start=hours(2), end=hours(6), gpus_out=8, nodes=["n1"]),
+        PoolWindow(start=hours(4), end=hours(5), gpus_out=4, nodes=["n2"]),  # overlaps the first: 12 at once
+        PoolWindow(start=hours(10), end=hours(11), gpus_out=8),
+        PoolWindow(start=hours(30), end=hours(31), gpus_out=16),  # beyond the day
+    ]
+    today = state([])
+    today = today.model_copy(update={"pools": [today.pools[0].model_copy(update={"windows": windows})]})
+    metrics.record_cluster_state(today)
+    assert value(metrics, "ebbtide_pool_gpus", cluster="c1", pool="a100", state="maintenance_next_24h") == 12
+    metrics.record_cluster_state(state([]))
+    assert value(metrics, "ebbtide_pool_gpus", cluster="c1", pool="a100", state="maintenance_next_24h") == 0
 
 
 def test_cluster_state_capacity_shortfall_and_batch_by_priority(metrics: EbbtideMetrics) -> None:
