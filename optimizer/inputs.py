@@ -21,7 +21,7 @@ import numpy as np
 
 from optimizer.config import PlannerConfig
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
-from optimizer.nodes import NodeHolds
+from optimizer.nodes import NodeHolds, going_out
 from optimizer.quota import OUTSIDE_QUOTAS, idle_quota, outside_quotas
 from optimizer.service_inputs import service_demand, service_placement
 from schemas import ClusterState, DemandForecast, JobSpec, JobState, JobStatus, PoolState
@@ -167,6 +167,12 @@ class PlanInputs:
         run (``run_s``), or its time limit where that is longer (Slurm starts a job on a node only
         if its limit ends before the node's next maintenance, and backfills by limits)."""
         return max(self.run_s(j), float(self.job_time_limit_s[j]))
+
+    def nodes_out_before_end(self, j: int, p: int) -> list[int]:
+        """The nodes of pool p (indices into pool_free_nodes, ascending) that maintenance takes out
+        before job j, started now, would end (``holds_nodes_s``)."""
+        out = self.pool_node_out_s[p] if p < len(self.pool_node_out_s) else {}
+        return going_out(out, self.holds_nodes_s(j))
 
     def step_start(self, step: int) -> datetime:
         return self.now + timedelta(seconds=self.step_s * step)

@@ -45,6 +45,11 @@ def reserve_packed(free: list[int], gpus: int) -> list[int]:
     return left
 
 
+def without(free: list[int], nodes: set[int]) -> list[int]:
+    """Free GPUs per node with ``nodes`` counted as having none (nodes a gang must stay off)."""
+    return [0 if i in nodes else f for i, f in enumerate(free)]
+
+
 def going_out(node_out_s: dict[int, float], run_s: float) -> list[int]:
     """The nodes (ascending) that a maintenance window takes out within ``run_s`` seconds, of
     ``node_out_s`` (node -> seconds until it goes out: PlanInputs.pool_node_out_s)."""
@@ -152,7 +157,7 @@ class NodeBook:
         if nodes is None:
             return ()
         held = self.held[pool]
-        barred = held.keys() | set(going_out(self.out_s[pool], run_s))
+        barred = held.keys() | self.going(pool, run_s)
         drain = {} if self.unknown[pool] else self.drain_s[pool]
         count = max(-(-int(gang) // self.per_node[pool]), 1)
         kept = [i for i in prefer if i < min(real_nodes, len(nodes)) and i not in barred][:count]
@@ -183,13 +188,15 @@ class NodeBook:
             for i, f in enumerate(nodes)
         ]
 
+    def going(self, pool: int, run_s: float) -> set[int]:
+        """The pool's nodes that go out for maintenance within ``run_s`` seconds."""
+        return set(going_out(self.out_s[pool], run_s))
+
     def _staying(self, pool: int, run_s: float) -> list[int] | None:
         """Free GPUs per node, none on the nodes that go out for maintenance within ``run_s``."""
         nodes = self.free[pool]
-        going = set(going_out(self.out_s[pool], run_s))
-        if nodes is None or not going:
-            return nodes
-        return [0 if i in going else f for i, f in enumerate(nodes)]
+        going = self.going(pool, run_s)
+        return nodes if nodes is None or not going else without(nodes, going)
 
     def fits_but_for_maintenance(self, pool: int, gang: float, run_s: float) -> bool:
         """The gang fits the pool's free nodes now, but not those that stay up for ``run_s``."""

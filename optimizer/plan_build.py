@@ -21,7 +21,6 @@ from pydantic import TypeAdapter
 
 from loop import Decision
 from optimizer.inputs import PlanInputs
-from optimizer.nodes import going_out
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
 from schemas import (
@@ -178,8 +177,7 @@ def nodes_to_avoid(inputs: PlanInputs, j: int, p: int) -> list[str]:
     """The named nodes of pool p that maintenance takes out before job j, started now, would end:
     step 0 placed it elsewhere, and the cluster must too (it places pods itself)."""
     names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
-    going = going_out(inputs.pool_node_out_s[p], inputs.holds_nodes_s(j)) if inputs.pool_node_out_s else []
-    return [names[i] for i in going if i < len(names)]
+    return [names[i] for i in inputs.nodes_out_before_end(j, p) if i < len(names)]
 
 
 def build_allocation(

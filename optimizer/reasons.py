@@ -19,7 +19,6 @@ import numpy as np
 
 from optimizer.deadlines import deadline_in_reach
 from optimizer.inputs import PlanInputs
-from optimizer.nodes import going_out
 from optimizer.quota import borrowed, fits_quota
 from optimizer.rounding import EPS, RoundedPlan
 from optimizer.step0_outcome import Blocked
@@ -388,9 +387,8 @@ class ReasonContext:
         the cluster's time limit, where that is what keeps it off them)."""
         inp = self.inputs
         run_s, holds_s = inp.run_s(j), inp.holds_nodes_s(j)
-        out = inp.pool_node_out_s[p]
-        going = going_out(out, holds_s)
-        first_s = min(out[i] for i in going)
+        going = inp.nodes_out_before_end(j, p)
+        first_s = min(inp.pool_node_out_s[p][i] for i in going)
         limit = ""
         if holds_s > run_s:
             limit = (

@@ -39,7 +39,7 @@ import numpy as np
 from optimizer.deadlines import steps_of_work
 from optimizer.inputs import PlanInputs
 from optimizer.node_clearing import Candidate, cheapest_clearing
-from optimizer.nodes import NodeBook, NodeHolds, going_out, place_gang
+from optimizer.nodes import NodeBook, NodeHolds, place_gang, without
 from optimizer.quota import (
     Borrower,
     Reclaim,
@@ -375,10 +375,10 @@ class _Step0:
             return False
         wait_s = self._drain_wait_s(j, p)
         # nodes that go out for maintenance before the gang would end are not cleared for it
-        going = set(going_out(self.nodes.out_s[p], self.inputs.holds_nodes_s(j)))
+        going = self.nodes.going(p, self.inputs.holds_nodes_s(j))
         candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
         chosen = cheapest_clearing(
-            [0 if i in going else f for i, f in enumerate(job_free)],
+            without(job_free, going),
             self.nodes.inference_gpus[p],
             per_node,
             int(g),

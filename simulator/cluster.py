@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from optimizer.interference import DEFAULT_CURVE, InterferenceCurve
-from optimizer.nodes import place_gang, reserve_packed
+from optimizer.nodes import place_gang, reserve_packed, without
 from schemas import (
     ActuationResult,
     Allocation,
@@ -210,8 +210,7 @@ class Simulator:
                 continue
             # the decision's avoid_nodes are kept off, as a Kubernetes scheduler keeps off them
             avoid = {node_index(pool.name, name) for name in d.avoid_nodes}
-            room = [0 if i in avoid else f for i, f in enumerate(free[pool.name])]
-            placement = place_gang(room, spec.gpus, pool.gpus_per_node)
+            placement = place_gang(without(free[pool.name], avoid), spec.gpus, pool.gpus_per_node)
             if placement is None:
                 self.ledger.gang_blocked += 1
                 why = f"gang of {spec.gpus} does not fit on {pool.name}'s nodes"

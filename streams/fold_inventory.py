@@ -5,7 +5,8 @@ takes its capacity from the source, not from GPU telemetry: ``gpus_available`` i
 GPUs of its schedulable nodes (capped by the pool's configured total), ``node_names`` those nodes
 and ``free_gpus_by_node`` their free GPUs as the source reports them (after every job running
 there, ebbtide's or not). A drained, down, cordoned or NotReady node counts none. The pool's
-maintenance windows are those the source announces (a Slurm ``MAINT`` reservation). A pool no
+maintenance windows are the seed's and those the source announces (a Slurm ``MAINT``
+reservation, a Kubernetes node's ``ebbtide.io/maintenance`` annotation or GKE's label). A pool no
 source has reported keeps what telemetry (or its seed) says.
 """
 

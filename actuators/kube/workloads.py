@@ -60,11 +60,11 @@ class BatchWorkload:
         Only scheduling directives of a suspended workload's pod template may change (node
         selector, affinity, tolerations); its PriorityClass is fixed at creation by the submitter.
         """
-        meta = {**meta, "metadata": {**meta.get("metadata", {})}}
-        meta["metadata"]["annotations"] = {
+        annotations = {
             **meta["metadata"].get("annotations", {}),
             ANN_AVOIDED: ",".join(sorted(avoid)) or None,
         }
+        meta = {**meta, "metadata": {**meta["metadata"], "annotations": annotations}}
         if self.kind == "Job":
             placed: dict[str, Any] = {"nodeSelector": {pool_label: pool}}
             if avoid or self.avoided:  # a strategic merge patch: None deletes the requirement
