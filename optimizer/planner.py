@@ -11,8 +11,10 @@ The loop calls ``decide`` once a step; it runs the pipeline on the calling threa
 6. assemble the HorizonPlan and the Allocation with reasons (optimizer/plan_build.py), and check
    it (optimizer/guard.py): a plan with a service under its min_replicas or a pool over-committed
    is replaced by the fallback;
-7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py), and let
-   services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py).
+7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py), let
+   services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py), and let a service
+   whose demand surged in the last step burst over the batch that loses least if stopped
+   (optimizer/surge_burst.py).
 
 Only step 0 is committed. On time-out, infeasibility, any HiGHS status but Optimal (Empty and
 Unbounded included) or any error the planner publishes a flagged
@@ -52,6 +54,7 @@ from optimizer.model_update import HorizonModel, objective_terms
 from optimizer.nodes import NodeHolds
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
+from optimizer.surge_burst import burst_over_batch
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
 
 _log = logging.getLogger(__name__)
@@ -216,8 +219,9 @@ class PlannerPolicy:
     def _lend(
         self, decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
     ) -> Decision:
-        """Lending and bursting into idle GPUs are extras: on any failure the plan stands without
-        them, and the failure is logged with its traceback (it is a bug, not a plan)."""
+        """Lending and bursting (into idle GPUs, over batch in a surge) are extras: on any failure
+        the plan stands without them, and the failure is logged with its traceback (it is a bug,
+        not a plan)."""
         if self.config.lend_headroom:
             margin_z = self.config.peak_margin_z if self.config.peak_margin else None
             try:
@@ -229,6 +233,11 @@ class PlannerPolicy:
                 decision = burst_into_idle(decision, state)
             except Exception:
                 _log.exception("bursting into idle GPUs failed; the plan stands without it")
+        if self.config.burst_over_batch:
+            try:
+                decision = burst_over_batch(decision, state, self.config.peak_margin_z)
+            except Exception:
+                _log.exception("bursting over batch failed; the plan stands without it")
         self._kept = kept_by_service(decision.allocation.services)
         return decision
 

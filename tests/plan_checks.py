@@ -67,3 +67,18 @@ def check_plan(st: ClusterState, decision: Decision, horizon_steps: int, step_s:
     assert alloc.fallback == plan.solver.fallback
     if alloc.fallback:
         assert alloc.fallback_reason and plan.solver.fallback_reason
+
+
+def check_take_back(cluster: ClusterState, decision: Decision) -> None:
+    """Services at their burst ceiling plus every job that does not borrow fit in each pool, and a
+    job borrows only from a service with a ceiling in its pool."""
+    alloc = decision.allocation
+    for p in cluster.pools:
+        services = sum(s.gpus for s in alloc.services if s.pool == p.name)
+        bursts = sum(s.burst_gpus for s in alloc.services if s.pool == p.name)
+        running = [j for j in alloc.jobs if j.action == JobAction.RUN and j.pool == p.name]
+        assert services + sum(j.gpus for j in running) <= p.gpus_available + 1e-9
+        own = sum(j.gpus for j in running if j.borrows_from is None)
+        assert services + bursts + own <= p.gpus_available + 1e-9
+        ceilings = {s.service for s in alloc.services if s.pool == p.name and s.burst_gpus > 0}
+        assert {j.borrows_from for j in running if j.borrows_from is not None} <= ceilings

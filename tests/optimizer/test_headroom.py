@@ -5,7 +5,7 @@ every capacity invariant still holds, including the one after a full take-back."
 from __future__ import annotations
 
 from optimizer_cases import forecast, job, pool, service, state
-from plan_checks import check_plan
+from plan_checks import check_plan, check_take_back
 
 from optimizer.config import PlannerConfig
 from optimizer.planner import PlannerPolicy
@@ -35,20 +35,6 @@ def _decide(cluster: ClusterState, config: PlannerConfig | None = None):
     return decision
 
 
-def _check_take_back(cluster: ClusterState, decision) -> None:
-    """Services at their burst ceiling plus every job that does not borrow fit in each pool."""
-    alloc = decision.allocation
-    for p in cluster.pools:
-        services = sum(s.gpus for s in alloc.services if s.pool == p.name)
-        bursts = sum(s.burst_gpus for s in alloc.services if s.pool == p.name)
-        running = [j for j in alloc.jobs if j.action == JobAction.RUN and j.pool == p.name]
-        assert services + sum(j.gpus for j in running) <= p.gpus_available + 1e-9
-        own = sum(j.gpus for j in running if j.borrows_from is None)
-        assert services + bursts + own <= p.gpus_available + 1e-9
-        lent = sum(j.gpus for j in running if j.borrows_from is not None)
-        assert lent <= bursts + 1e-9
-
-
 def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
     cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
     decision = _decide(cluster)
@@ -61,7 +47,7 @@ def test_idle_headroom_runs_waiting_preemptible_jobs() -> None:
     assert chat.gpus >= NOW_DEMAND and chat.burst_gpus >= sum(j.gpus for j in borrowers)
     assert "autoscaler takes the lent GPUs back" in chat.reason and f"need {NOW_DEMAND:g}" in chat.reason
     assert "burst headroom" in borrowers[0].reason
-    _check_take_back(cluster, decision)
+    check_take_back(cluster, decision)
     # the plan's step 0 says the same as the allocation
     step0 = decision.plan.step(0)
     assert {p.job_id for p in step0.jobs if p.borrows_from} == {j.job_id for j in borrowers}
@@ -94,7 +80,7 @@ def test_borrowers_stay_within_their_team_quota() -> None:
     decision = _decide(_cluster(jobs, quota=8))
     running = [j for j in decision.allocation.jobs if j.action == JobAction.RUN]
     assert sum(j.gpus for j in running) <= 8
-    _check_take_back(_cluster(jobs, quota=8), decision)
+    check_take_back(_cluster(jobs, quota=8), decision)
 
 
 def test_a_failure_while_lending_is_logged_and_the_plan_stands(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,130 @@
+"""Burst over batch in a surge (pipeline stage 8, after bursting into idle GPUs,
+optimizer/idle_burst.py): a service whose demand rose past its peak margin in the last step may
+scale up within the step by as much again, preempting batch in its pool.
+
+The plan sizes each service for its demand now plus the move its own past makes within a step
+(optimizer/peak_margin.py). A rise well past that move (a launch, a flash crowd, a burst) tends to
+go on: demand that doubles in half an hour rises by a third again before the next decision, and a
+replica the next plan asks for serves only after its start-up. Reserving for that rise in the plan
+stops batch at once whether the rise goes on or not; a burst ceiling stops batch only if it does,
+as a horizontal autoscaler over priority-class preemption would. So a service whose last step mean
+rose past its peak margin gets, in each pool it runs in, a ceiling of that rise (whole replicas),
+taken from the running preemptible jobs there that lose least if stopped (weight x GPU-hours since
+their last checkpoint plus their restart), which are marked as its borrowers.
+
+Pure: a function of the decision and the cluster state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from loop import Decision
+from optimizer.peak_margin import peak_margin_gpus
+from optimizer.plan_build import rewrite_step0
+from schemas import ClusterState, JobAction, JobDecision, JobState, JobStatus, ServiceDecision, ServiceState
+
+
+def surge_gpus(service: ServiceState, z: float, step_s: int) -> int:
+    """The last step's rise of a service's demand, in whole replicas, when it is past the service's
+    peak margin at ``z``; else 0."""
+    history, spec = service.demand_history, service.spec
+    if len(history) < 2:
+        return 0
+    rise = history[-1] - history[-2]
+    if rise <= peak_margin_gpus(history, z, spec.startup_s, step_s) + 1e-9:
+        return 0
+    return math.ceil(rise / spec.gpus_per_replica - 1e-9) * spec.gpus_per_replica
+
+
+def stop_cost(job: JobState) -> float:
+    """Weight x GPU-seconds a stop loses: the work since its last checkpoint and its restart."""
+    spec = job.spec
+    return spec.priority_weight * (job.since_checkpoint_gpu_s + spec.restart_cost_s * spec.gpus)
+
+
+def burst_over_batch(decision: Decision, state: ClusterState, z: float) -> Decision:
+    """The decision with each surging service's burst ceiling raised by its rise, over the cheapest
+    preemptible jobs running in its pools (unchanged when no service surges)."""
+    allocation = decision.allocation
+    if allocation.fallback or not allocation.services:
+        return decision
+    pools = {p.name: p for p in state.pools}
+    jobs = {j.spec.job_id: j for j in state.jobs}
+    per_replica = {s.spec.service: s.spec.gpus_per_replica for s in state.services}
+    surges = {s.spec.service: surge_gpus(s, z, state.step_s) for s in state.services}  # GPUs left to add
+    lenders: dict[str, str] = {}
+    added: dict[tuple[str, str], float] = {}
+    order = sorted(allocation.services, key=lambda s: (-surges.get(s.service, 0.0), -s.gpus, s.pool))
+    for s in order:
+        want = surges.get(s.service, 0)
+        pool = pools.get(s.pool)
+        if want <= 0 or s.replicas == 0 or pool is None or pool.max_share > 1:
+            continue
+        per = per_replica[s.service]
+        victims = _cheapest_first(allocation.jobs, jobs, s.pool, set(lenders))
+        chosen: list[JobDecision] = []
+        for d in victims:
+            if sum(v.gpus for v in chosen) >= want:
+                break
+            chosen.append(d)
+        ceiling = min(sum(v.gpus for v in chosen), want) // per * per
+        if ceiling > 0:
+            added[(s.service, s.pool)] = float(ceiling)
+            surges[s.service] -= ceiling
+            lenders.update({v.job_id: s.service for v in chosen})
+    if not added:
+        return decision
+    services = [_with_surge(s, added.get((s.service, s.pool), 0.0)) for s in allocation.services]
+    first = decision.plan.blocks[0]
+    step0_services = [
+        c.revised(burst_gpus=c.burst_gpus + added.get((c.service, c.pool), 0.0)) for c in first.services
+    ]
+    step0_jobs = [j.revised(borrows_from=lenders[j.job_id]) if j.job_id in lenders else j for j in first.jobs]
+    new_jobs = [_borrowing(d, lenders) for d in allocation.jobs]
+    return rewrite_step0(
+        decision, step0_services=step0_services, step0_jobs=step0_jobs, services=services, jobs=new_jobs
+    )
+
+
+def _cheapest_first(
+    decisions: list[JobDecision], jobs: Mapping[str, JobState], pool: str, taken: set[str]
+) -> list[JobDecision]:
+    """The preemptible jobs running on in ``pool`` that borrow from no service yet, the cheapest
+    to stop first (then by id)."""
+    out = []
+    for d in decisions:
+        job = jobs.get(d.job_id)
+        if (
+            d.action != JobAction.RUN
+            or d.pool != pool
+            or d.borrows_from is not None
+            or d.job_id in taken
+            or job is None
+            or job.status != JobStatus.RUNNING
+            or not job.spec.preemptible
+        ):
+            continue
+        out.append((stop_cost(job), d.job_id, d))
+    return [d for _, _, d in sorted(out, key=lambda t: (t[0], t[1]))]
+
+
+def _with_surge(s: ServiceDecision, extra: float) -> ServiceDecision:
+    if extra <= 0:
+        return s
+    reason = (
+        f"{s.reason}; its demand rose past its usual move in the last step, so its autoscaler may add "
+        f"up to {extra:g} GPUs within the step, preempting the batch jobs that lose least"
+    )
+    return s.revised(burst_gpus=s.burst_gpus + extra, reason=reason)
+
+
+def _borrowing(d: JobDecision, lenders: Mapping[str, str]) -> JobDecision:
+    service = lenders.get(d.job_id)
+    if service is None:
+        return d
+    return d.revised(
+        borrows_from=service,
+        reason=f"{d.reason}; preempted first if {service}'s surging demand outruns its capacity in the step",
+    )

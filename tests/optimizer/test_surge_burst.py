@@ -1,0 +1,85 @@
+"""Bursting over batch in a surge (optimizer/surge_burst.py): a service whose demand rose past its
+peak margin in the last step gets a burst ceiling of that rise over the running preemptible jobs
+of its pool that lose least if stopped, and nothing changes when its demand did not surge."""
+
+from __future__ import annotations
+
+from optimizer_cases import forecast, job, pool, service, state
+from plan_checks import check_plan, check_take_back
+
+from optimizer.config import PlannerConfig
+from optimizer.planner import PlannerPolicy
+from optimizer.surge_burst import stop_cost, surge_gpus
+from schemas import ClusterState, JobAction
+
+FLAT = [10.0, 10.5, 9.5] * 32  # moves of 0.5-1 GPU a step: a peak margin of about 2 GPUs
+
+
+def _cluster(last: float, per_replica: int = 1) -> ClusterState:
+    chat = service("chat", replicas={"a": 12 // per_replica}, gpus_per_replica=per_replica).model_copy(
+        update={"demand_history": [*FLAT, last]}
+    )
+    jobs = [
+        job("fresh", 2, running_in="a", since_checkpoint_gpu_s=0.0),
+        job("deep", 2, running_in="a", since_checkpoint_gpu_s=2 * 3 * 3600.0),
+        job("heavy", 2, weight=5.0, running_in="a", since_checkpoint_gpu_s=2 * 600.0),
+        job("light", 2, running_in="a", since_checkpoint_gpu_s=2 * 600.0, restart_cost_s=300.0),
+        job("pinned", 2, running_in="a", preemptible=False),
+    ]
+    return state([pool("a", 30)], jobs, [chat])  # chat is planned 20 GPUs: none idle
+
+
+def _decide(cluster: ClusterState, config: PlannerConfig | None = None):
+    level = cluster.services[0].demand_history[-1]
+    forecasts = {"chat": forecast("chat", [level] * 96, spread=1.0)}
+    decision = PlannerPolicy(config=config or PlannerConfig()).decide(cluster, forecasts, cluster.as_of)
+    check_plan(cluster, decision, 96, 900)
+    check_take_back(cluster, decision)
+    return decision
+
+
+def test_a_rise_past_the_margin_is_a_surge() -> None:
+    assert surge_gpus(_cluster(15.4).services[0], 2.2, 900) == 6  # 10.5 -> 15.4, in whole GPUs
+    assert surge_gpus(_cluster(11.0).services[0], 2.2, 900) == 0  # an everyday move
+    assert surge_gpus(_cluster(15.4, per_replica=4).services[0], 2.2, 900) == 8  # two 4-GPU replicas
+    assert surge_gpus(_cluster(5.0).services[0], 2.2, 900) == 0  # a fall
+
+
+def test_a_surging_service_may_burst_over_the_cheapest_batch() -> None:
+    cluster = _cluster(15.4)
+    without = _decide(cluster, PlannerConfig(burst_over_batch=False)).allocation
+    alloc = _decide(cluster).allocation
+    chat, chat_before = (next(s for s in a.services if s.service == "chat") for a in (alloc, without))
+    assert chat.gpus == chat_before.gpus
+    assert chat.burst_gpus - chat_before.burst_gpus == 6
+    assert "its demand rose past its usual move" in chat.reason
+    borrowers = {j.job_id for j in alloc.jobs if j.borrows_from == "chat"}
+    # cheapest to stop first (weight x GPU-s lost): fresh 0, light 1 x (1200 + 2 x 300) = 1800,
+    # heavy 5 x 1200 = 6000, deep 1 x 21600; 6 GPUs take the first three
+    assert {j.spec.job_id: stop_cost(j) for j in cluster.jobs if j.spec.job_id in {"light", "heavy"}} == {
+        "light": 1800.0,
+        "heavy": 6000.0,
+    }
+    assert borrowers == {"fresh", "light", "heavy"}
+    assert "pinned" not in borrowers
+    assert all(j.borrows_from is None for j in without.jobs)
+    assert all(j.action == JobAction.RUN for j in alloc.jobs)  # nobody is stopped unless demand comes
+
+
+def test_no_surge_changes_nothing() -> None:
+    cluster = _cluster(11.0)
+    assert _decide(cluster).allocation.model_dump(exclude={"plan_id", "decided_at"}) == _decide(
+        cluster, PlannerConfig(burst_over_batch=False)
+    ).allocation.model_dump(exclude={"plan_id", "decided_at"})
+
+
+def test_a_failure_while_bursting_is_logged_and_the_plan_stands(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    import optimizer.planner as planner
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("surge bug")
+
+    monkeypatch.setattr(planner, "burst_over_batch", broken)
+    decision = _decide(_cluster(15.4))
+    assert not any(j.borrows_from for j in decision.allocation.jobs) and not decision.allocation.fallback
+    assert "bursting over batch failed" in caplog.text and "surge bug" in caplog.text
