@@ -112,8 +112,8 @@ class MetricFamilies:
         self.lent_headroom = Gauge(
             "ebbtide_lent_headroom_gpus",
             "Burst ceiling of the latest allocation: inference headroom lent to "
-            "preemptible jobs plus GPUs left idle (the service's autoscaler may "
-            "take it within the step)",
+            "preemptible jobs, GPUs left idle and, in a surge, the cheapest batch to "
+            "stop (the service's autoscaler may take it within the step)",
             ["cluster", "service"],
             registry=r,
         )
