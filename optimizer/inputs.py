@@ -105,7 +105,7 @@ class PlanInputs:
     job_allowed: np.ndarray  # [J, P] bool
     job_running_pool: np.ndarray  # [J] pool index, -1 when not running
     job_preemptible: np.ndarray  # [J] bool
-    job_checkpoints: np.ndarray  # [J] bool: it checkpoints (else a stop loses all its work since it started)
+    job_checkpoint_s: np.ndarray  # [J] seconds between checkpoints (inf: none; a stop loses all since start)
     job_lost_gpu_s: np.ndarray  # [J] work lost plus restart cost if preempted now, GPU-seconds
     job_restart_s: np.ndarray  # [J] wall seconds a (re)start costs the gang
     job_time_limit_s: np.ndarray  # [J] wall seconds the cluster lets one run last (0: no limit)
@@ -168,11 +168,22 @@ class PlanInputs:
         if its limit ends before the node's next maintenance, and backfills by limits)."""
         return max(self.run_s(j), float(self.job_time_limit_s[j]))
 
+    def exposed_s(self, j: int) -> float:
+        """Wall seconds job j, started now, must keep its nodes before maintenance may take them:
+        its whole hold (``holds_nodes_s``); or, for a job that checkpoints and has no time limit the
+        cluster enforces, its restart and first checkpoint: a window later than that stops it as a
+        preemption would, losing at most the work since its last checkpoint, and the work before
+        is kept (a long job kept off such nodes leaves them idle until the window)."""
+        checkpoint_s = float(self.job_checkpoint_s[j])
+        if self.job_time_limit_s[j] > 0 or not math.isfinite(checkpoint_s):
+            return self.holds_nodes_s(j)
+        return min(self.holds_nodes_s(j), float(self.job_restart_s[j]) + checkpoint_s)
+
     def nodes_out_before_end(self, j: int, p: int) -> list[int]:
         """The nodes of pool p (indices into pool_free_nodes, ascending) that maintenance takes out
-        before job j, started now, would end (``holds_nodes_s``)."""
+        before job j, started now, may lose them (``exposed_s``)."""
         out = self.pool_node_out_s[p] if p < len(self.pool_node_out_s) else {}
-        return going_out(out, self.holds_nodes_s(j))
+        return going_out(out, self.exposed_s(j))
 
     def step_start(self, step: int) -> datetime:
         return self.now + timedelta(seconds=self.step_s * step)
@@ -375,7 +386,9 @@ def _job_fields(
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),
-        "job_checkpoints": np.asarray([spec.checkpoint_interval_s is not None for spec in specs], dtype=bool),
+        "job_checkpoint_s": np.asarray(
+            [spec.checkpoint_interval_s or math.inf for spec in specs], dtype=float
+        ).reshape(n_jobs),
         "job_lost_gpu_s": since_checkpoint + restart_s * gang,
         "job_restart_s": restart_s,
         "job_time_limit_s": time_limit_s,

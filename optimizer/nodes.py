@@ -174,11 +174,14 @@ class NodeBook:
             self.shadow_s[pool][i] = shadow
         return tuple(chosen)
 
-    def _open(self, pool: int, weight: float, run_s: float = math.inf) -> list[int] | None:
+    def _open(
+        self, pool: int, weight: float, run_s: float = math.inf, out_s: float | None = None
+    ) -> list[int] | None:
         """Free GPUs per node that work of ``weight`` running ``run_s`` seconds may use: nodes
         held for a higher weight only when it ends before they drain, nodes going out for
-        maintenance only when it ends before they go."""
-        nodes = self._staying(pool, run_s)
+        maintenance only when it ends before they go (or, given ``out_s``, when they stay up that
+        long: a job that checkpoints loses at most an interval to a window, PlanInputs.exposed_s)."""
+        nodes = self._staying(pool, run_s if out_s is None else out_s)
         held = self.held[pool]
         if nodes is None or not held:
             return nodes
@@ -206,19 +209,33 @@ class NodeBook:
         staying = self._staying(pool, run_s)
         return staying is not None and place_gang(staying, int(gang), self.per_node[pool]) is None
 
-    def fits(self, pool: int, gang: float, weight: float = math.inf, run_s: float = math.inf) -> bool:
-        nodes = self._open(pool, weight, run_s)
+    def fits(
+        self,
+        pool: int,
+        gang: float,
+        weight: float = math.inf,
+        run_s: float = math.inf,
+        out_s: float | None = None,
+    ) -> bool:
+        nodes = self._open(pool, weight, run_s, out_s)
         return nodes is None or place_gang(nodes, int(gang), self.per_node[pool]) is not None
 
     def take(
-        self, pool: int, gang: float, weight: float = math.inf, run_s: float = math.inf
+        self,
+        pool: int,
+        gang: float,
+        weight: float = math.inf,
+        run_s: float = math.inf,
+        out_s: float | None = None,
     ) -> dict[int, int]:
-        """Place a gang (best fit); returns its GPUs per node (empty without node detail)."""
+        """Place a gang (best fit) on nodes that stay up for its whole run where it fits there, else
+        on those that stay up for ``out_s``; returns its GPUs per node (empty without node detail)."""
         nodes = self.free[pool]
-        view = self._open(pool, weight, run_s)
-        if nodes is None or view is None:
+        views = [self._open(pool, weight, run_s), self._open(pool, weight, run_s, out_s)]
+        if nodes is None or views[1] is None:
             return {}
-        placement = place_gang(view, int(gang), self.per_node[pool])
+        placements = (place_gang(v, int(gang), self.per_node[pool]) for v in views if v is not None)
+        placement = next((p for p in placements if p is not None), None)
         if placement is None:
             return {}
         job_free = self.job_free[pool]

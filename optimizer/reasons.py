@@ -66,7 +66,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     "for job {for_job} ({for_gpus} GPUs, weight {for_weight}) while they drain, and it would not "
     "end before they do (its own weight {weight}){held}; {when}",
     C.NODES_GO_OUT: "held: the nodes of pool {pool} with room for its gang of {gpus} go out for "
-    "maintenance before it would end (it runs {run_h} h{limit}; node(s) {nodes} go from {at}){held}; {when}",
+    "maintenance {before} (it runs {run_h} h{limit}; node(s) {nodes} go from {at}){held}; {when}",
     C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
     "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
@@ -384,19 +384,26 @@ class ReasonContext:
     def _going_out(self, j: int, p: int) -> dict[str, object]:
         """The nodes of pool p that go out for maintenance before job j would end (step 0 found
         those with room among them), when the first of them goes, and how long j would run (and
-        the cluster's time limit, where that is what keeps it off them)."""
+        the cluster's time limit, where that is what keeps it off them, or its first checkpoint,
+        where it checkpoints before it would end: PlanInputs.exposed_s)."""
         inp = self.inputs
-        run_s, holds_s = inp.run_s(j), inp.holds_nodes_s(j)
+        run_s, holds_s, exposed_s = inp.run_s(j), inp.holds_nodes_s(j), inp.exposed_s(j)
         going = inp.nodes_out_before_end(j, p)
         first_s = min(inp.pool_node_out_s[p][i] for i in going)
-        limit = ""
-        if holds_s > run_s:
+        limit, before = "", "before it would end"
+        if exposed_s < holds_s:
+            limit, before = (
+                f", first checkpoint after {exposed_s / 3600.0:.1f} h",
+                "before its first checkpoint",
+            )
+        elif holds_s > run_s:
             limit = (
                 ", no time limit" if holds_s >= MAX_DURATION_S else f", time limit {holds_s / 3600.0:.1f} h"
             )
         return {
             "run_h": f"{run_s / 3600.0:.1f}",
             "limit": limit,
+            "before": before,
             "nodes": node_labels(inp, p, going),
             "at": f"{inp.now + timedelta(seconds=first_s):%H:%M}",
         }

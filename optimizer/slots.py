@@ -154,7 +154,7 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
         job_allowed=table.allowed.reshape(capacity, inputs.n_pools),
         job_running_pool=spread(inputs.job_running_pool, -1),
         job_preemptible=spread(inputs.job_preemptible, True),
-        job_checkpoints=spread(inputs.job_checkpoints, True),
+        job_checkpoint_s=spread(inputs.job_checkpoint_s, 1.0),
         job_lost_gpu_s=spread(inputs.job_lost_gpu_s, 0.0),
         job_restart_s=spread(inputs.job_restart_s, 0.0),
         job_time_limit_s=spread(inputs.job_time_limit_s, 0.0),

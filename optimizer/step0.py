@@ -237,12 +237,14 @@ class _Step0:
         for p in self._by_dips(j, pools):
             if not self._takes(j, p, rank, start_s):
                 continue
-            for node in self.nodes.take(p, g, rank, start_s):  # (none without node detail)
+            for node in self.nodes.take(
+                p, g, rank, start_s, self.inputs.exposed_s(j)
+            ):  # (none without node detail)
                 self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
             self._count(j, p)
             self.outcome.blocked.pop(j, None)
             return True
-        self.outcome.blocked[j] = self._blocked_in(j, pools, rank, start_s)
+        self.outcome.blocked[j] = self._blocked_in(j, pools, rank, self.inputs.exposed_s(j))
         return False
 
     def _reclaim_for(self, j: int, pools: list[int], rank: float, start_s: float) -> bool:
@@ -305,11 +307,12 @@ class _Step0:
         """Pool p takes job j now: GPUs left, and its nodes (those open to ``rank``) where known."""
         if self.cap[p] + EPS < self._gang(j):
             return False
-        return self.nodes.free[p] is None or self.nodes.fits(p, self._gang(j), rank, start_s)
+        out_s = self.inputs.exposed_s(j)
+        return self.nodes.free[p] is None or self.nodes.fits(p, self._gang(j), rank, start_s, out_s)
 
-    def _blocked_in(self, j: int, pools: list[int], rank: float, run_s: float) -> Blocked:
-        """Why no pool of ``pools`` takes job j, running ``run_s`` seconds: its nodes with room go
-        out for maintenance before it would end, or are held for another gang, where the pool's
+    def _blocked_in(self, j: int, pools: list[int], rank: float, out_s: float) -> Blocked:
+        """Why no pool of ``pools`` takes job j, needing its nodes ``out_s`` seconds (exposed_s): its
+        nodes with room go out for maintenance before then, or are held for another gang, where the pool's
         nodes would otherwise take it; else fragmentation where it has the GPUs; else the fullest
         pool."""
         g, nodes = self._gang(j), self.nodes
@@ -321,7 +324,7 @@ class _Step0:
             if place_gang(free, int(g), nodes.per_node[p]) is None:
                 fragmented.append(p)
                 continue
-            if nodes.fits_but_for_maintenance(p, g, run_s):
+            if nodes.fits_but_for_maintenance(p, g, out_s):
                 return Blocked(DecisionCause.NODES_GO_OUT, p)
             holders = [job for node, job in nodes.held_job[p].items() if nodes.held[p][node] > rank]
             return Blocked(DecisionCause.NODES_HELD_FOR_GANG, p, holders[0] if holders else -1)
@@ -340,7 +343,11 @@ class _Step0:
         weight = inputs.job_weight
         running_here = (inputs.job_running_pool >= 0) & (self.pool0 == p)
         stoppable = (
-            running_here & inputs.job_preemptible & inputs.job_checkpoints & ~plan.pinned & ~plan.fresh
+            running_here
+            & inputs.job_preemptible
+            & np.isfinite(inputs.job_checkpoint_s)
+            & ~plan.pinned
+            & ~plan.fresh
         )
         cost = stop_cost_gpu_s(inputs, self.rules)
         return [
@@ -375,7 +382,7 @@ class _Step0:
             return False
         wait_s = self._drain_wait_s(j, p)
         # nodes that go out for maintenance before the gang would end are not cleared for it
-        going = self.nodes.going(p, self.inputs.holds_nodes_s(j))
+        going = self.nodes.going(p, self.inputs.exposed_s(j))
         candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
         chosen = cheapest_clearing(
             without(job_free, going),
@@ -408,7 +415,7 @@ class _Step0:
         prefer = before[1] if before is not None and before[0] == p else ()
         real = len(inputs.pool_free_nodes[p] or ())
         weight = float(inputs.job_weight[j])
-        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.holds_nodes_s(j))
+        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
         self.holds[job_id] = (p, held)
 
     def start_planned(self, plan: Plan0) -> None:

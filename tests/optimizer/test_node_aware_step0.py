@@ -214,6 +214,27 @@ SCENARIOS = [
             "short": run("a"),
         },
     ),
+    # a job that checkpoints loses at most an interval to the window, and keeps the work before it:
+    # it runs on the node going out (rather than leave it idle until then) where its first
+    # checkpoint comes before the window, and waits where it does not
+    Scenario(
+        "a-job-that-checkpoints-uses-a-node-going-out-until-the-window",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("long", 8, hours=4.0, checkpoint_interval_s=1800.0)),
+        want_jobs={"busy": run("a"), "long": run("a")},
+    ),
+    Scenario(
+        "a-job-whose-first-checkpoint-comes-after-the-window-waits",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("long", 8, hours=4.0, checkpoint_interval_s=3 * 3600.0)),
+        want_jobs={
+            "busy": run("a"),
+            "long": hold(
+                "go out for maintenance before its first checkpoint",
+                "it runs 4.0 h, first checkpoint after 3.0 h; node(s) n1 go from 14:00",
+            ),
+        },
+    ),
     # ... unless the cluster's time limit runs past the window: Slurm starts a job on a node with
     # maintenance ahead only if its limit ends before it, so the plan counts the limit there
     Scenario(
@@ -223,6 +244,15 @@ SCENARIOS = [
         want_jobs={
             "busy": run("a"),
             "short": hold("it runs 1.5 h, time limit 3.0 h; node(s) n1 go from 14:00"),
+        },
+    ),
+    Scenario(
+        "a-job-that-checkpoints-but-whose-time-limit-runs-into-maintenance-waits",
+        pools=(N1_GOES_OUT_IN_2H,),
+        jobs=(BUSY_N0, Job("long", 8, hours=4.0, checkpoint_interval_s=1800.0, time_limit_h=5.0)),
+        want_jobs={
+            "busy": run("a"),
+            "long": hold("it runs 4.0 h, time limit 5.0 h; node(s) n1 go from 14:00"),
         },
     ),
 ]
@@ -272,6 +302,15 @@ def test_nodes_going_out_take_only_work_that_ends_before() -> None:
     assert not book.fits_but_for_maintenance(0, 2, run_s=7200.0)  # node 2 takes it
 
 
+def test_work_that_may_lose_nodes_going_out_takes_nodes_that_stay_first() -> None:
+    book = NodeBook([[8, 8]], [8], [{1: 3600.0}])  # node 1 goes out in an hour
+    # a job of two hours that checkpoints within half an hour may lose node 1 at the window ...
+    assert book.fits(0, 16, run_s=7200.0, out_s=1800.0) and not book.fits(0, 16, run_s=7200.0)
+    # ... but goes where it keeps its nodes for its whole run while it fits there
+    assert book.take(0, 8, run_s=7200.0, out_s=1800.0) == {0: 8}
+    assert book.take(0, 8, run_s=7200.0, out_s=1800.0) == {1: 8}
+
+
 def test_released_gangs_go_back_on_their_own_nodes() -> None:
     book = NodeBook([[0, 2]], [8])
     assert book.release(0, 8, {0: 6, 1: 2}) == [0, 1]
@@ -293,3 +332,18 @@ def test_a_job_started_where_a_node_goes_out_before_it_ends_is_told_to_avoid_it(
     decisions = {d.job_id: d for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs}
     assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n1"])
     assert (decisions["short"].action, decisions["short"].avoid_nodes) == (JobAction.RUN, []), "ends before"
+
+
+def test_a_job_that_checkpoints_before_a_window_is_not_kept_off_its_nodes() -> None:
+    both_free = Pool(
+        "a",
+        16,
+        gpus_per_node=8,
+        free_by_node=(8, 8),
+        node_names=("n0", "n1"),
+        maintenance=((120, 600, ("n1",)),),
+    )
+    jobs = (Job("ckpt", 8, hours=4.0, checkpoint_interval_s=1800.0),)
+    decisions = PlannerPolicy().decide(build_state(Scenario("x", pools=(both_free,), jobs=jobs)), {}, NOW)
+    (ckpt,) = decisions.allocation.jobs
+    assert (ckpt.action, ckpt.avoid_nodes) == (JobAction.RUN, []), "a window loses it at most an interval"
