@@ -319,31 +319,24 @@ def test_released_gangs_go_back_on_their_own_nodes() -> None:
     assert book.free[0] == [6, 4, 8]
 
 
+BOTH_FREE_N1_GOES_OUT = Pool(
+    "a", 16, gpus_per_node=8, free_by_node=(8, 8), node_names=("n0", "n1"), maintenance=((120, 600, ("n1",)),)
+)
+
+
 def test_a_job_started_where_a_node_goes_out_before_it_ends_is_told_to_avoid_it() -> None:
-    both_free = Pool(
-        "a",
-        16,
-        gpus_per_node=8,
-        free_by_node=(8, 8),
-        node_names=("n0", "n1"),
-        maintenance=((120, 600, ("n1",)),),
+    row = Scenario(
+        "x", pools=(BOTH_FREE_N1_GOES_OUT,), jobs=(Job("long", 8, hours=4.0), Job("short", 8, hours=1.0))
     )
-    row = Scenario("x", pools=(both_free,), jobs=(Job("long", 8, hours=4.0), Job("short", 8, hours=1.0)))
     decisions = {d.job_id: d for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs}
     assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n1"])
     assert (decisions["short"].action, decisions["short"].avoid_nodes) == (JobAction.RUN, []), "ends before"
 
 
 def test_a_job_that_checkpoints_before_a_window_is_not_kept_off_its_nodes() -> None:
-    both_free = Pool(
-        "a",
-        16,
-        gpus_per_node=8,
-        free_by_node=(8, 8),
-        node_names=("n0", "n1"),
-        maintenance=((120, 600, ("n1",)),),
-    )
     jobs = (Job("ckpt", 8, hours=4.0, checkpoint_interval_s=1800.0),)
-    decisions = PlannerPolicy().decide(build_state(Scenario("x", pools=(both_free,), jobs=jobs)), {}, NOW)
+    decisions = PlannerPolicy().decide(
+        build_state(Scenario("x", pools=(BOTH_FREE_N1_GOES_OUT,), jobs=jobs)), {}, NOW
+    )
     (ckpt,) = decisions.allocation.jobs
     assert (ckpt.action, ckpt.avoid_nodes) == (JobAction.RUN, []), "a window loses it at most an interval"
