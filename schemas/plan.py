@@ -53,7 +53,9 @@ class JobPlacement(Part):
     pool: Name
     gpus: GangGpus
     borrows_from: Name | None = Field(
-        default=None, description="the service whose burst headroom it runs on (preempted first)"
+        default=None,
+        description="the service whose autoscaler may preempt it within the step, first: it runs on "
+        "that service's burst headroom, or is among the cheapest to stop in its surge",
     )
 
 
@@ -172,7 +174,8 @@ class JobDecision(Part):
     cause: DecisionCause | None = Field(default=None, description="the code the reason is made from")
     borrows_from: Name | None = Field(
         default=None,
-        description="run on this service's burst headroom: preempted first when the service scales up",
+        description="preempted first when this service scales up within the step: it runs on the "
+        "service's burst headroom, or is among the cheapest to stop in the service's surge",
     )
     avoid_nodes: list[Name] = Field(
         default_factory=list,
