@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
@@ -222,22 +222,28 @@ class PlannerPolicy:
         """Lending and bursting (into idle GPUs, over batch in a surge) are extras: on any failure
         the plan stands without them, and the failure is logged with its traceback (it is a bug,
         not a plan)."""
-        if self.config.lend_headroom:
-            margin_z = self.config.peak_margin_z if self.config.peak_margin else None
+        config = self.config
+        margin_z = config.peak_margin_z if config.peak_margin else None
+        stages: list[tuple[bool, str, Callable[[Decision], Decision]]] = [
+            (
+                config.lend_headroom,
+                "lending headroom",
+                lambda d: lend_headroom(d, state, forecasts, margin_z, self._kept),
+            ),
+            (config.burst_into_idle, "bursting into idle GPUs", lambda d: burst_into_idle(d, state)),
+            (
+                config.burst_over_batch,
+                "bursting over batch",
+                lambda d: burst_over_batch(d, state, config.peak_margin_z),
+            ),
+        ]
+        for enabled, what, stage in stages:
+            if not enabled:
+                continue
             try:
-                decision = lend_headroom(decision, state, forecasts, margin_z, self._kept)
+                decision = stage(decision)
             except Exception:
-                _log.exception("lending headroom failed; the plan stands without it")
-        if self.config.burst_into_idle:
-            try:
-                decision = burst_into_idle(decision, state)
-            except Exception:
-                _log.exception("bursting into idle GPUs failed; the plan stands without it")
-        if self.config.burst_over_batch:
-            try:
-                decision = burst_over_batch(decision, state, self.config.peak_margin_z)
-            except Exception:
-                _log.exception("bursting over batch failed; the plan stands without it")
+                _log.exception("%s failed; the plan stands without it", what)
         self._kept = kept_by_service(decision.allocation.services)
         return decision
 

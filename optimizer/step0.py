@@ -234,17 +234,16 @@ class _Step0:
         start_s = self.inputs.holds_nodes_s(j)
         if not self._reclaim_for(j, pools, rank, start_s):
             return False
+        out_s = self.inputs.exposed_s(j)
         for p in self._by_dips(j, pools):
             if not self._takes(j, p, rank, start_s):
                 continue
-            for node in self.nodes.take(
-                p, g, rank, start_s, self.inputs.exposed_s(j)
-            ):  # (none without node detail)
+            for node in self.nodes.take(p, g, rank, start_s, out_s):  # (none without node detail)
                 self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
             self._count(j, p)
             self.outcome.blocked.pop(j, None)
             return True
-        self.outcome.blocked[j] = self._blocked_in(j, pools, rank, self.inputs.exposed_s(j))
+        self.outcome.blocked[j] = self._blocked_in(j, pools, rank, out_s)
         return False
 
     def _reclaim_for(self, j: int, pools: list[int], rank: float, start_s: float) -> bool:

@@ -69,11 +69,13 @@ def burst_over_batch(decision: Decision, state: ClusterState, z: float) -> Decis
         per = per_replica[s.service]
         victims = _cheapest_first(allocation.jobs, jobs, s.pool, set(lenders))
         chosen: list[JobDecision] = []
+        got = 0
         for d in victims:
-            if sum(v.gpus for v in chosen) >= want:
+            if got >= want:
                 break
             chosen.append(d)
-        ceiling = min(sum(v.gpus for v in chosen), want) // per * per
+            got += d.gpus
+        ceiling = min(got, want) // per * per
         if ceiling > 0:
             added[(s.service, s.pool)] = float(ceiling)
             surges[s.service] -= ceiling
