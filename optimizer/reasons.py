@@ -86,6 +86,12 @@ def explain(cause: DecisionCause, **numbers: object) -> Reason:
     return Reason(cause, TEMPLATES[cause].format(**numbers))
 
 
+def _share(share: float) -> str:
+    """A relaxed share as a reason prints it: the solver's values a tolerance below zero read 0.00
+    (a reason said "share -0.00 of its gang")."""
+    return f"{max(float(share), 0.0):.2f}"
+
+
 def _hhmm(inputs: PlanInputs, step: int) -> str:
     return f"{inputs.step_start(step):%H:%M}"
 
@@ -258,11 +264,11 @@ class ReasonContext:
         numbers = self.job_numbers[j] | {"pool": inp.pool_names[p], "pool_note": self.pool_notes[p]}
         if self.running_pool[j] != p:
             cause = C.BACKFILL if j in outcome.backfilled else C.PLANNED_START
-            return explain(cause, share=f"{self.plan.job_share0[j, p]:.2f}", **numbers)
+            return explain(cause, share=_share(self.plan.job_share0[j, p]), **numbers)
         if not self.preemptible[j]:
             return explain(C.NOT_PREEMPTIBLE, **numbers)
         if j in outcome.kept_by_bound:
-            share = f"{self.plan.job_share0[j, p]:.2f}"
+            share = _share(self.plan.job_share0[j, p])
             return explain(C.PREEMPTION_BOUND, share=share, bound=outcome.preemption_bound, **numbers)
         return explain(C.KEEPS_RUNNING, **numbers)
 
@@ -318,7 +324,7 @@ class ReasonContext:
                 )
         if self.free0[p] < -EPS or inp.avail_steps[p, 0] + EPS < self._held_now(p):
             return explain(C.POOL_SHRINKS, **numbers)
-        return explain(C.PLAN_STOPS, share=f"{plan.job_share0[j, p]:.2f}", **numbers)
+        return explain(C.PLAN_STOPS, share=_share(plan.job_share0[j, p]), **numbers)
 
     def _held_now(self, p: int) -> float:
         """GPUs pool p's running jobs and services hold as the decision is made."""

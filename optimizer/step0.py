@@ -9,24 +9,26 @@ backfilled by weight. Every start is checked against the pool's free GPUs, its t
 where the state reports them, its nodes (optimizer/nodes.py).
 
 A preemption must make room for something: the relaxed plan knows pools, not nodes, so it may stop
-small jobs for a gang that then does not fit on any node. Step 0 is therefore placed twice: first
-backfilling only work of a higher weight than the stopped jobs', to see what really uses the GPUs
-the preemptions free: preemptions whose GPUs neither the plan's starts, nor inference, nor
-higher-weight work use are withdrawn (the job keeps running), and only then is step 0 placed again
-with full backfill. Swapping a stopped job for work of the same weight would only lose the stopped
-job's work since its checkpoint. Where the state says which nodes hold which running jobs
-(``PlanInputs.job_nodes``), a stopped job's GPUs go back on its own nodes, and a gang the plan
-starts that fits no node (a gang of several nodes also where its pool lacks the GPUs: the relaxed
-plan may start it on a part of them) first tries to empty the nodes cheapest to empty
-(optimizer/node_clearing.py: checkpointing jobs past their minimum run, of a lower weight than the
-gang, each costing its weight times the work it would lose; worth it only where the stops pay for
-themselves as any stop does, against the gang's wait for the nodes to drain:
-optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan wants out stay unless the stop
-pays for itself (optimizer/stop_pays.py). Failing that it holds the nodes of its pool that drain
-first (else the emptiest) against lower-weight backfill, so they drain for it; the same nodes are
-held again at the next decisions (the planner hands the holds back in ``PlanInputs.held_nodes``),
-as Slurm keeps a reservation, or no node would ever drain. Work that ends before the held nodes
-drain may still use them (EASY backfill). Pure.
+small jobs for a gang that then does not fit on any node. Step 0 is therefore placed backfilling
+only work of a higher weight than the stopped jobs', to see what really uses the GPUs the
+preemptions free: preemptions whose GPUs neither the plan's starts, nor inference, nor
+higher-weight work use are withdrawn (the job keeps running); placed again the same way until no
+stop is withdrawn (each pass only keeps more jobs: a kept job may take the room a gang found in the
+last pass), and only then with full backfill. Swapping a stopped job for work of the same weight
+would only lose the stopped job's work since its checkpoint.
+
+Where the state says which nodes hold which running jobs (``PlanInputs.job_nodes``), a stopped
+job's GPUs go back on its own nodes, and a gang the plan starts that fits no node (a gang of
+several nodes also where its pool lacks the GPUs: the relaxed plan may start it on a part of them)
+first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py: checkpointing jobs
+past their minimum run, of a lower weight than the gang, each costing its weight times the work it
+would lose; worth it only where the stops pay for themselves as any stop does, against the gang's
+wait for the nodes to drain: optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan
+wants out stay unless the stop pays for itself (optimizer/stop_pays.py). Failing that it holds the
+nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so they drain
+for it; the same nodes are held again at the next decisions (the planner hands the holds back in
+``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work that
+ends before the held nodes drain may still use them (EASY backfill). Pure.
 """
 
 from __future__ import annotations
@@ -77,14 +79,18 @@ def round_step0(
         budget = max_preemptions
         placed = _place(inputs, plan, free0, svc_gpus0, budget, rules)
         return placed.result()
-    # place once backfilling only work above the stopped jobs' weight, to see which stops free
-    # GPUs for something; withdraw the others, then place again with full backfill
+    # place backfilling only work above the stopped jobs' weight, to see which stops free GPUs
+    # for something; withdraw the others and place again, until no stop is withdrawn (a kept job
+    # moves where inference packs, so a gang the last placement started may no longer fit: its
+    # stops are then withdrawn too); then place with full backfill
     above = float(inputs.job_weight[stopped].min())
-    budget = max(max_preemptions - int(stopped.sum()), 0)
-    first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
-    keep = withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
-    plan = replace(plan, keep=keep)
-    budget = max(max_preemptions - int((running & ~keep).sum()), 0)
+    while True:
+        budget = max(max_preemptions - int((running & ~plan.keep).sum()), 0)
+        first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
+        keep = withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
+        if np.array_equal(keep, plan.keep):
+            break
+        plan = replace(plan, keep=keep)
     return _place(inputs, plan, free0, svc_gpus0, budget, rules).result()
 
 

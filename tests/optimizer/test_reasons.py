@@ -223,6 +223,8 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             assert int(inference or 0) == step0.inference.get(pool, 0), (text, pool)
             assert int(running or 0) == step0.jobs[pool], (text, pool)
             assert int(free) == max(step0.free(pool), 0), (text, pool)
+        for m in re.finditer(r"share (?:now )?(-?[\d.]+)", text):  # a share of the job's gang
+            assert 0.0 <= float(m[1]) <= 1.0 and m[1] != "-0.00", text
         for m in re.finditer(r"(\d+) GPUs free in pool ([\w-]+)", text):
             assert int(m[1]) == step0.free(m[2]), text
         for m in re.finditer(r"job ([\w-]+) \((\d+) GPUs, weight ([\d.]+)\)", text):
