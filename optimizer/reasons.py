@@ -89,7 +89,8 @@ def explain(cause: DecisionCause, **numbers: object) -> Reason:
 def _share(share: float) -> str:
     """A relaxed share as a reason prints it: the solver's values a tolerance below zero read 0.00
     (a reason said "share -0.00 of its gang")."""
-    return f"{max(float(share), 0.0):.2f}"
+    value = float(share)
+    return f"{value if value > 0 else 0.0:.2f}"  # (max(-0.0, 0.0) is -0.0)
 
 
 def _hhmm(inputs: PlanInputs, step: int) -> str:
