@@ -83,3 +83,16 @@ def test_a_failure_while_bursting_is_logged_and_the_plan_stands(monkeypatch, cap
     decision = _decide(_cluster(15.4))
     assert not any(j.borrows_from for j in decision.allocation.jobs) and not decision.allocation.fallback
     assert "bursting over batch failed" in caplog.text and "surge bug" in caplog.text
+
+
+def test_a_job_that_never_checkpoints_is_marked_only_within_its_first_step() -> None:
+    # a rise of 6.9 wants 7 GPUs; the three cheapest (none checkpoints, each within a step's work
+    # of its start) have 6; "deep", 3 hours into a run it would lose whole, is not taken for the 7th
+    cluster = _cluster(17.4)
+    cluster = cluster.model_copy(update={"pools": [pool("a", 40)]})  # room for chat's plan and all jobs
+    alloc = _decide(cluster).allocation
+    without = _decide(cluster, PlannerConfig(burst_over_batch=False)).allocation
+    chat, chat_before = (next(s for s in a.services if s.service == "chat") for a in (alloc, without))
+    assert all(j.action == JobAction.RUN for j in alloc.jobs)
+    assert chat.burst_gpus - chat_before.burst_gpus == 6
+    assert {j.job_id for j in alloc.jobs if j.borrows_from == "chat"} == {"fresh", "light", "heavy"}

@@ -1,7 +1,7 @@
-"""A flash crowd on a pool full of batch, closed loop (planner, forecaster and simulated autoscaler):
-with a burst ceiling over batch in a surge (optimizer/surge_burst.py) the service follows a demand
-that doubles in half an hour within the step, instead of a step behind, at the cost of stopping
-only the batch jobs that lose least."""
+"""A flash crowd on a pool full of batch that checkpoints, closed loop (planner, forecaster and
+simulated autoscaler): with a burst ceiling over batch in a surge (optimizer/surge_burst.py) the
+service follows a demand that doubles in half an hour within the step, instead of a step behind,
+at the cost of stopping only the batch jobs that lose least."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _run(config: PlannerConfig) -> RunMetrics:
                     "initial_backlog": 12,
                     "gangs": {1: 0.5, 2: 0.5},
                     "hours_median": 3.0,
-                    "checkpoint_frac": 0.0,
+                    "checkpoint_frac": 1.0,
                     "classes": [{"name": "standard", "weight": 1, "share": 1}],
                 }
             ]
