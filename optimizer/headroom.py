@@ -1,16 +1,18 @@
-"""Lend headroom (pipeline stage 7, the last): step 0's reserved-but-idle inference capacity
-runs preemptible batch.
+"""Lend headroom (pipeline stage 7, the last): step 0's reserved-but-idle inference capacity runs
+preemptible batch.
 
-The plan reserves each service's capacity at its SLO quantile. Between what the service needs
-now (the larger of its last observed demand and its median forecast for the next steps) and that
+The plan reserves each service's capacity at its SLO quantile. Between what the service needs now
+(the larger of its last observed demand and its median forecast for the next steps) and that
 reservation lies headroom that is idle unless the demand bursts. After the plan is made, this
-module lends that headroom, in step 0 only, to preemptible batch jobs whose restart costs less
-than a step (what they lose when it is taken back ran on GPUs that would otherwise idle). Jobs
-the plan was about to preempt to make that reservation are kept running on it first, then
-waiting jobs by weight. Each such job carries ``borrows_from``; the service carries
-``burst_gpus``, the GPUs its autoscaler may take back within the step, preempting its borrowers
-(on Kubernetes: a horizontal autoscaler over priority-class preemption). A service keeps the plan's
-capacity minus only what is actually lent, so with nothing to lend nothing changes.
+module lends that headroom, in step 0 only, to preemptible batch jobs whose restart costs less than
+a step (what they lose when it is taken back ran on GPUs that would otherwise idle). Jobs the plan
+was about to preempt are kept running on it first (the pool's count is the same: the headroom is
+what the service gives up), then waiting jobs by weight; but not a job stopped to empty a node for
+a gang, whose node is spoken for (business-hours, seed 31: one kept on a service's headroom left a
+16-GPU gang no node). Each such job carries ``borrows_from``; the service carries ``burst_gpus``,
+the GPUs its autoscaler may take back within the step, preempting its borrowers (on Kubernetes: a
+horizontal autoscaler over priority-class preemption). A service keeps the plan's capacity minus
+only what is actually lent, so with nothing to lend nothing changes.
 
 Pure: a function of the decision, the cluster state and the (level-corrected) forecasts. Pools
 that time-slice GPUs are not lent from (fractional capacity has no whole replicas to take back).
@@ -217,7 +219,8 @@ def _choose_borrowers(
         if job is None or not can_borrow(job, step_s):
             continue
         running_in = job.pool if job.status == JobStatus.RUNNING else None
-        if d.action == JobAction.PREEMPT and running_in is not None and running_in in pools:
+        stopped = d.action == JobAction.PREEMPT and d.cause != DecisionCause.CLEARED_FOR_JOB
+        if stopped and running_in in pools:
             kept.append((job, running_in))
         elif d.action == JobAction.HOLD and job.status == JobStatus.QUEUED:
             waiting.append((job, None))

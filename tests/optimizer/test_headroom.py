@@ -8,8 +8,10 @@ from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan, check_take_back
 
 from optimizer.config import PlannerConfig
+from optimizer.headroom import lend_headroom
+from optimizer.plan_build import rewrite_step0
 from optimizer.planner import PlannerPolicy
-from schemas import ClusterState, DemandForecast, JobAction
+from schemas import ClusterState, DecisionCause, DemandForecast, JobAction
 
 NOW_DEMAND = 10.0
 
@@ -94,3 +96,30 @@ def test_a_failure_while_lending_is_logged_and_the_plan_stands(monkeypatch, capl
     decision = _decide(cluster)
     assert not any(j.borrows_from for j in decision.allocation.jobs) and not decision.allocation.fallback
     assert "lending headroom failed" in caplog.text and "lending bug" in caplog.text
+
+
+def test_only_a_job_stopped_for_inference_is_kept_on_the_headroom() -> None:
+    # chat's reservation (30 of 32 GPUs) stops the running job; lending keeps it on the idle
+    # headroom. Stopped to empty a node for a gang instead, it keeps its stop: the gang needs the node
+    cluster = _cluster([job("r", 4, hours=8.0, running_in="a", restart_cost_s=60.0)])
+    chat = cluster.services[0].model_copy(update={"replicas": {"a": 26}})  # grows to 30 over r's GPUs
+    cluster = cluster.model_copy(update={"services": [chat]})
+    unlent = _decide(cluster, PlannerConfig(lend_headroom=False, burst_into_idle=False))
+    stop = next(d for d in unlent.allocation.jobs if d.job_id == "r")
+    assert stop.action == JobAction.PREEMPT and stop.cause == DecisionCause.FREED_FOR_INFERENCE
+
+    def lent(cause: DecisionCause) -> JobAction:
+        jobs = [d.revised(cause=cause) if d.job_id == "r" else d for d in unlent.allocation.jobs]
+        decision = rewrite_step0(
+            unlent,
+            step0_services=list(unlent.plan.blocks[0].services),
+            step0_jobs=list(unlent.plan.blocks[0].jobs),
+            services=list(unlent.allocation.services),
+            jobs=jobs,
+        )
+        return next(
+            d for d in lend_headroom(decision, cluster, _wide_forecast()).allocation.jobs if d.job_id == "r"
+        ).action
+
+    assert lent(DecisionCause.FREED_FOR_INFERENCE) == JobAction.RUN
+    assert lent(DecisionCause.CLEARED_FOR_JOB) == JobAction.PREEMPT
