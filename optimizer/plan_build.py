@@ -170,7 +170,10 @@ def _job_decisions(
         if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, j, p)):
             decision["avoid_nodes"] = avoid
         decisions.append(decision)
-    return decisions
+    # starts that must keep off nodes first: the cluster places what it is released in that order,
+    # and work released before them may take the nodes they may use (business-hours: twelve short
+    # jobs took nodes that stay up, and a 64-GPU gang kept off the three going out found no room)
+    return sorted(decisions, key=lambda d: "avoid_nodes" not in d)
 
 
 def nodes_to_avoid(inputs: PlanInputs, j: int, p: int) -> list[str]:

@@ -12,7 +12,7 @@ from scenario_table import NOW, Job, Pool, Scenario, build_state, hold, preempt,
 
 from optimizer.inputs import running_job_nodes
 from optimizer.node_clearing import Candidate, cheapest_clearing
-from optimizer.nodes import NodeBook
+from optimizer.nodes import NodeBook, place_gang, without
 from optimizer.planner import PlannerPolicy
 from schemas import JobAction
 
@@ -340,3 +340,26 @@ def test_a_job_that_checkpoints_before_a_window_is_not_kept_off_its_nodes() -> N
     )
     (ckpt,) = decisions.allocation.jobs
     assert (ckpt.action, ckpt.avoid_nodes) == (JobAction.RUN, []), "a window loses it at most an interval"
+
+
+def test_a_start_kept_off_nodes_is_listed_before_the_starts_that_may_take_its_room() -> None:
+    # step 0 places the heavier "long" first, on n0 (n1 goes out before it would end), and "short" on
+    # n1; the cluster places what it is released in the Allocation's order, best fit: "short" first
+    # would take n0
+    row = Scenario(
+        "x",
+        pools=(BOTH_FREE_N1_GOES_OUT,),
+        jobs=(Job("short", 8, hours=1.0), Job("long", 8, weight=2.0, hours=4.0)),
+    )
+    starts = [
+        d
+        for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs
+        if d.action == JobAction.RUN
+    ]
+    assert [d.job_id for d in starts] == ["long", "short"]
+    free = [8, 8]
+    for d in starts:
+        placed = place_gang(without(free, {("n0", "n1").index(n) for n in d.avoid_nodes}), d.gpus, 8)
+        assert placed is not None, d
+        for node, gpus in placed.items():
+            free[node] -= gpus
