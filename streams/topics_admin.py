@@ -226,11 +226,21 @@ def _wait_configs(
 
 
 def topic_configs(bootstrap: Brokers, name: str, timeout_s: float = 10.0) -> dict[str, str]:
-    """The broker's view of one topic's configs (for checks and ``ebbtide broker topics``)."""
+    """The broker's view of one topic's configs (for checks and ``ebbtide broker topics``). A topic
+    just created reaches each broker of a cluster a moment after the controller commits it, and
+    the broker asked may not know it yet: that answer is retried until ``timeout_s`` (a three-node
+    cluster answered UNKNOWN_TOPIC_OR_PART right after ``ensure_topics``)."""
     admin = admin_client(bootstrap)
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    entries = admin.describe_configs([resource])[resource].result(timeout_s)
-    return {k: e.value for k, e in entries.items() if e.value is not None}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout_s)
+            return {k: e.value for k, e in entries.items() if e.value is not None}
+        except KafkaException as exc:
+            if _error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def partition_counts(bootstrap: Brokers, names: Iterable[str], timeout_s: float = 10.0) -> dict[str, int]:
