@@ -424,16 +424,20 @@ class _Step0:
         self.holds[job_id] = (p, held)
 
     def start_planned(self, plan: Plan0) -> None:
-        """Waiting jobs the plan starts now, by relaxed share, then weight; each in the plan's pools
-        first, then any other allowed pool. The plan's own starts outrank any stop; one that fits
-        no node clears nodes, else holds nodes of its pool (a reservation per blocked gang)."""
+        """Waiting jobs the plan starts now, by relaxed share, then weight, then those kept off nodes
+        going out first; each in the plan's pools first, then any other allowed pool. The plan's
+        own starts outrank any stop; one that fits no node clears nodes, else holds nodes of its
+        pool (a reservation per blocked gang)."""
         inputs, share0 = self.inputs, plan.share0
         waiting = ((inputs.job_running_pool < 0) & (self.remaining > 0)).nonzero()[0]
         best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
         wanted = best > EPS
         chosen = waiting[wanted]
-        # lexsort is stable: jobs equal on both keys stay in index order
-        chosen = chosen[np.lexsort((-inputs.job_weight[chosen], -best[wanted]))]
+        # among equal shares and weights, jobs kept off nodes going out first: placed after a job
+        # that may use any node, they may find the nodes left to them taken (lexsort is stable:
+        # jobs equal on every key stay in index order)
+        free_to_roam = np.array([not self._kept_off_nodes(j) for j in chosen.tolist()], dtype=bool)
+        chosen = chosen[np.lexsort((free_to_roam, -inputs.job_weight[chosen], -best[wanted]))]
         for j in chosen.tolist():
             row, allowed = share0[j], inputs.job_allowed[j]
             order = np.argsort(-row, kind="stable").tolist()  # highest share first, ties in pool order
@@ -443,6 +447,11 @@ class _Step0:
             if self.clear_for(j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
                 continue
             self._hold_nodes(j, pools[0])
+
+    def _kept_off_nodes(self, j: int) -> bool:
+        """Maintenance takes some node of a pool job j may use before it would end."""
+        inputs = self.inputs
+        return any(inputs.nodes_out_before_end(j, p) for p in np.flatnonzero(inputs.job_allowed[j]).tolist())
 
     def backfill(self, plan: Plan0, backfill_above: float) -> None:
         """What rounding left idle: highest weight first, then the jobs the plan starts soonest

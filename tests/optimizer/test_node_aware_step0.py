@@ -363,3 +363,14 @@ def test_a_start_kept_off_nodes_is_listed_before_the_starts_that_may_take_its_ro
         assert placed is not None, d
         for node, gpus in placed.items():
             free[node] -= gpus
+
+
+def test_a_start_kept_off_nodes_is_placed_before_an_equal_one_that_may_use_any() -> None:
+    # equal weights, "short" first in the state: placed first, it would take n0, the one node
+    # "long" may use, and "long" would wait; placed second, it takes n1
+    row = Scenario(
+        "x", pools=(BOTH_FREE_N1_GOES_OUT,), jobs=(Job("short", 8, hours=1.0), Job("long", 8, hours=4.0))
+    )
+    decisions = {d.job_id: d for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs}
+    assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n1"])
+    assert decisions["short"].action == JobAction.RUN
