@@ -449,7 +449,8 @@ class _Step0:
             self._hold_nodes(j, pools[0])
 
     def _kept_off_nodes(self, j: int) -> bool:
-        """Maintenance takes some node of a pool job j may use before it would end."""
+        """Maintenance takes some node of a pool job j may use while it would lose its work there
+        (PlanInputs.nodes_out_before_end: before it ends, or its first checkpoint)."""
         inputs = self.inputs
         return any(inputs.nodes_out_before_end(j, p) for p in np.flatnonzero(inputs.job_allowed[j]).tolist())
 
