@@ -101,7 +101,7 @@ class PlanInputs:
     job_gang: np.ndarray  # [J]
     job_weight: np.ndarray  # [J]
     job_remaining_s: np.ndarray  # [J] remaining GPU-seconds, rounded up to whole steps of the gang
-    job_left_gpu_s: np.ndarray  # [J] remaining GPU-seconds by the job's own estimate (for reasons)
+    job_left_gpu_s: np.ndarray  # [J] remaining GPU-seconds expected (``expected_left_gpu_s``; for reasons)
     job_allowed: np.ndarray  # [J, P] bool
     job_running_pool: np.ndarray  # [J] pool index, -1 when not running
     job_preemptible: np.ndarray  # [J] bool
@@ -245,10 +245,22 @@ def _job_pool_masks(specs: Sequence[JobSpec], pools: Sequence[PoolState]) -> np.
     return np.asarray(masks, dtype=bool).reshape(len(specs), len(pools))
 
 
+def expected_left_gpu_s(job: JobState) -> float:
+    """Work a job still needs: by its own estimate; once past it, as much again as it has run past
+    it (the estimate is then known to be low, and the further a job has overrun the further it tends
+    to go on). Taken as ending within the next step, an overrun job kept heavier work waiting a step
+    at a time: on a workload outside the repository whose estimates are off by a lognormal sigma of
+    1.0, an 8-GPU weight-5 gang was 'planned to start' in the next step for 3.5 hours while weight-1
+    jobs past their estimates held the GPUs (no stop paid against a one-step wait); with this rule
+    PWT went from 0.826 to 0.915 of kueue-hpa's there (README, "A stop must pay for itself")."""
+    overrun = job.done_gpu_s - job.spec.estimated_gpu_s
+    return job.remaining_gpu_s if overrun <= 0 else overrun
+
+
 def _remaining_gpu_s(jobs: Sequence[JobState], gang: np.ndarray, step_s: int) -> np.ndarray:
-    """[J] remaining work by the jobs' own estimates, rounded up to whole steps of the gang
-    (at least one)."""
-    left = np.asarray([j.remaining_gpu_s for j in jobs], dtype=float)
+    """[J] remaining work (``expected_left_gpu_s``), rounded up to whole steps of the gang (at
+    least one)."""
+    left = np.asarray([expected_left_gpu_s(j) for j in jobs], dtype=float)
     per_step = gang * step_s
     steps_left = np.maximum(np.ceil(left / per_step - 1e-9), 1.0)
     remaining: np.ndarray = steps_left * per_step
@@ -382,7 +394,7 @@ def _job_fields(
         "job_gang": gang,
         "job_weight": weights,
         "job_remaining_s": _remaining_gpu_s(jobs, gang, step_s),
-        "job_left_gpu_s": np.asarray([j.remaining_gpu_s for j in jobs], dtype=float).reshape(n_jobs),
+        "job_left_gpu_s": np.asarray([expected_left_gpu_s(j) for j in jobs], dtype=float).reshape(n_jobs),
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),
