@@ -257,10 +257,9 @@ def expected_left_gpu_s(job: JobState) -> float:
     return job.remaining_gpu_s if overrun <= 0 else overrun
 
 
-def _remaining_gpu_s(jobs: Sequence[JobState], gang: np.ndarray, step_s: int) -> np.ndarray:
-    """[J] remaining work (``expected_left_gpu_s``), rounded up to whole steps of the gang (at
-    least one)."""
-    left = np.asarray([expected_left_gpu_s(j) for j in jobs], dtype=float)
+def _remaining_gpu_s(left: np.ndarray, gang: np.ndarray, step_s: int) -> np.ndarray:
+    """[J] remaining work ``left`` (``expected_left_gpu_s``), rounded up to whole steps of the gang
+    (at least one)."""
     per_step = gang * step_s
     steps_left = np.maximum(np.ceil(left / per_step - 1e-9), 1.0)
     remaining: np.ndarray = steps_left * per_step
@@ -389,12 +388,13 @@ def _job_fields(
     since_checkpoint = np.asarray([j.since_checkpoint_gpu_s for j in jobs], dtype=float).reshape(n_jobs)
     weights = np.asarray([spec.priority_weight for spec in specs], dtype=float)
     job_team = np.asarray([team_index[spec.team] for spec in specs], dtype=np.int64).reshape(n_jobs)
+    left = np.asarray([expected_left_gpu_s(j) for j in jobs], dtype=float).reshape(n_jobs)
     return {
         "job_ids": tuple([spec.job_id for spec in specs]),
         "job_gang": gang,
         "job_weight": weights,
-        "job_remaining_s": _remaining_gpu_s(jobs, gang, step_s),
-        "job_left_gpu_s": np.asarray([expected_left_gpu_s(j) for j in jobs], dtype=float).reshape(n_jobs),
+        "job_remaining_s": _remaining_gpu_s(left, gang, step_s),
+        "job_left_gpu_s": left,
         "job_allowed": allowed,
         "job_running_pool": running,
         "job_preemptible": np.asarray([spec.preemptible for spec in specs], dtype=bool),
