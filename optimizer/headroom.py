@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from loop import Decision
-from optimizer.inputs import expected_left_gpu_s
 from optimizer.peak_margin import peak_margin_gpus
 from optimizer.plan_build import rewrite_step0
 from schemas import (
@@ -45,14 +44,6 @@ from schemas import (
 
 _MEDIAN_STEPS = 2  # steps of median forecast the kept capacity covers (a replica loads within one)
 _BORROWER_ACTIONS = frozenset({JobAction.PREEMPT, JobAction.HOLD})  # the plan's actions for borrowers
-
-
-HeldNodes = Callable[[str, float, float], list[str]]
-"""(pool, weight, run seconds) -> the names of the pool's nodes step 0 holds for a gang heavier than
-that weight, draining before such work would end (NodeBook.closed): off limits to a borrower, as to
-backfill, or the cluster would place it there (a half-drained node is the best fit: on gang-failures
-at seed 11, 1-GPU borrowers started on a node held for a 64-GPU weight-3 gang, each outlasting its
-drain, and the gang waited on it to the window's end)."""
 
 
 @dataclass
@@ -143,7 +134,6 @@ def lend_headroom(
     forecasts: Mapping[str, DemandForecast],
     margin_z: float | None = None,
     kept_before: Mapping[str, Kept] | None = None,
-    held_nodes: HeldNodes | None = None,
 ) -> Decision:
     """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
     ``margin_z``: each service keeps ready, beyond its demand now, the move its demand makes before
@@ -151,8 +141,7 @@ def lend_headroom(
     optimizer/peak_margin.py), rather than lend it; None: it keeps only its demand now.
     ``kept_before``: the GPUs each service kept (did not lend) in the last decision; a service
     running more now took lent GPUs back within that step, and keeps them rather than lend them
-    again at once (its demand rose past what it kept). ``held_nodes``: the nodes step 0 holds for
-    blocked gangs that a borrower keeps off, as backfill does (``HeldNodes``)."""
+    again at once (its demand rose past what it kept)."""
     allocation = decision.allocation
     if allocation.fallback:
         return decision
@@ -168,7 +157,7 @@ def lend_headroom(
     borrowers = _choose_borrowers(allocation.jobs, jobs, pools, lendable, state.quotas_gpus, step_s)
     if not borrowers:
         return decision
-    return _rewrite(decision, lendable, borrowers, jobs, held_nodes or _none_held)
+    return _rewrite(decision, lendable, borrowers, jobs)
 
 
 def _lendable(
@@ -267,7 +256,6 @@ def _rewrite(
     lendable: dict[tuple[str, str], _Lendable],
     borrowers: dict[str, _Lendable],
     jobs: Mapping[str, JobState],
-    held_nodes: HeldNodes,
 ) -> Decision:
     allocation, plan = decision.allocation, decision.plan
     services, given = _lending_services(allocation.services, lendable)
@@ -282,7 +270,7 @@ def _rewrite(
         JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
         for job_id, h in sorted(borrowers.items())
     ]
-    new_jobs = [_borrowing(d, borrowers, given, jobs, held_nodes) for d in allocation.jobs]
+    new_jobs = [_borrowing(d, borrowers, given, jobs) for d in allocation.jobs]
     return rewrite_step0(
         decision, step0_services=step0_services, step0_jobs=step0_jobs, services=services, jobs=new_jobs
     )
@@ -313,14 +301,9 @@ def _lending_services(
 
 
 def _borrowing(
-    d: JobDecision,
-    borrowers: dict[str, _Lendable],
-    given: _Given,
-    jobs: Mapping[str, JobState],
-    held_nodes: HeldNodes,
+    d: JobDecision, borrowers: dict[str, _Lendable], given: _Given, jobs: Mapping[str, JobState]
 ) -> JobDecision:
-    """A borrower's decision: run on the service's headroom, off the nodes held for heavier gangs
-    that drain before it would end (others unchanged)."""
+    """A borrower's decision: run on the service's headroom (others unchanged)."""
     h = borrowers.get(d.job_id)
     if h is None:
         return d
@@ -340,20 +323,8 @@ def _borrowing(
         reason=reason,
         cause=DecisionCause.BORROWS_HEADROOM,
         borrows_from=h.service,
-        avoid_nodes=_borrower_avoids(d, h.pool, jobs[d.job_id], held_nodes),
+        avoid_nodes=d.avoid_nodes if d.pool == h.pool else [],
     )
-
-
-def _borrower_avoids(d: JobDecision, pool: str, job: JobState, held_nodes: HeldNodes) -> list[str]:
-    """The nodes a borrower keeps off: those its own decision named (in the same pool) and the
-    nodes held for a heavier gang that drain before it would end."""
-    own = set(d.avoid_nodes) if d.pool == pool else set()
-    run_s = expected_left_gpu_s(job) / job.spec.gpus
-    return sorted(own | set(held_nodes(pool, job.spec.priority_weight, run_s)))
-
-
-def _none_held(pool: str, weight: float, run_s: float) -> list[str]:
-    return []
 
 
 def _checkpoints(interval_s: float | None) -> str:

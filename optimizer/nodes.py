@@ -182,18 +182,14 @@ class NodeBook:
         maintenance only when it ends before they go (or, given ``out_s``, when they stay up that
         long: a job that checkpoints loses at most an interval to a window, PlanInputs.exposed_s)."""
         nodes = self._staying(pool, run_s if out_s is None else out_s)
-        if nodes is None or not self.held[pool]:
+        held = self.held[pool]
+        if nodes is None or not held:
             return nodes
-        closed = set(self.closed(pool, weight, run_s))
-        return [0 if i in closed else f for i, f in enumerate(nodes)]
-
-    def closed(self, pool: int, weight: float, run_s: float) -> list[int]:
-        """The held nodes of a pool that work of ``weight`` running ``run_s`` seconds keeps off
-        (``_open``): held for a higher weight, and draining before it would end."""
         shadow = self.shadow_s[pool]
-        return sorted(
-            i for i, held in self.held[pool].items() if held > weight and run_s > shadow.get(i, 0.0)
-        )
+        return [
+            0 if held.get(i, -math.inf) > weight and run_s > shadow.get(i, 0.0) else f
+            for i, f in enumerate(nodes)
+        ]
 
     def going(self, pool: int, run_s: float) -> set[int]:
         """The pool's nodes that go out for maintenance within ``run_s`` seconds."""

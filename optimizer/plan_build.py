@@ -14,7 +14,6 @@ Reasons come from optimizer/reasons.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
 import numpy as np
@@ -168,8 +167,7 @@ def _job_decisions(
             "reason": why.text,
             "cause": why.cause,
         }
-        held = plan.outcome.kept_off.get(j, ())
-        if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, j, p, held)):
+        if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, j, p)):
             decision["avoid_nodes"] = avoid
         decisions.append(decision)
     # starts that must keep off nodes first: the cluster places what it is released in that order,
@@ -178,15 +176,11 @@ def _job_decisions(
     return sorted(decisions, key=lambda d: "avoid_nodes" not in d)
 
 
-def nodes_to_avoid(inputs: PlanInputs, j: int, p: int, held: Sequence[int] = ()) -> list[str]:
-    """The named nodes of pool p that job j, started now, must keep off: those maintenance takes
-    out before it would end, and the ``held`` nodes (held for a heavier gang, draining before j
-    would end: Step0Outcome.kept_off). Step 0 placed it elsewhere, and the cluster must too: it
-    places pods itself, and a held node half drained is the best fit for small work (and the
-    emptiest node, which Kubernetes' default scoring prefers)."""
+def nodes_to_avoid(inputs: PlanInputs, j: int, p: int) -> list[str]:
+    """The named nodes of pool p that maintenance takes out before job j, started now, would end:
+    step 0 placed it elsewhere, and the cluster must too (it places pods itself)."""
     names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
-    nodes = sorted(set(inputs.nodes_out_before_end(j, p)) | set(held))
-    return [names[i] for i in nodes if i < len(names)]
+    return [names[i] for i in inputs.nodes_out_before_end(j, p) if i < len(names)]
 
 
 def build_allocation(

@@ -47,11 +47,11 @@ from optimizer.config import PlannerConfig
 from optimizer.extract import relaxed_shares, round_relaxed
 from optimizer.fallback import greedy_plan, keep_current_state, shifted_preferences
 from optimizer.guard import violations
-from optimizer.headroom import HeldNodes, Kept, kept_by_service, lend_headroom, taken_back_gpus
+from optimizer.headroom import Kept, kept_by_service, lend_headroom, taken_back_gpus
 from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
-from optimizer.nodes import NodeBook, NodeHolds
+from optimizer.nodes import NodeHolds
 from optimizer.plan_build import assemble_decision
 from optimizer.rounding import RoundedPlan
 from optimizer.surge_burst import burst_over_batch
@@ -141,8 +141,7 @@ class PlannerPolicy:
                 raise UnsafePlan("; ".join(broken))
             if not planned.solver.fallback:
                 self._last_plan = decision.plan
-                assert planned.rounded is not None
-                decision = self._lend(decision, state, corrected, planned.rounded.outcome.nodes)
+                decision = self._lend(decision, state, corrected)
             if self._solve_end:
                 self._post_solve_s = time.perf_counter() - self._solve_end
             return decision
@@ -218,23 +217,18 @@ class PlannerPolicy:
         return max(left, MIN_SOLVE_SHARE * budget)
 
     def _lend(
-        self,
-        decision: Decision,
-        state: ClusterState,
-        forecasts: Mapping[str, DemandForecast],
-        nodes: NodeBook | None,
+        self, decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
     ) -> Decision:
         """Lending and bursting (into idle GPUs, over batch in a surge) are extras: on any failure
         the plan stands without them, and the failure is logged with its traceback (it is a bug,
         not a plan)."""
         config = self.config
         margin_z = config.peak_margin_z if config.peak_margin else None
-        held = held_nodes(state, nodes)
         stages: list[tuple[bool, str, Callable[[Decision], Decision]]] = [
             (
                 config.lend_headroom,
                 "lending headroom",
-                lambda d: lend_headroom(d, state, forecasts, margin_z, self._kept, held),
+                lambda d: lend_headroom(d, state, forecasts, margin_z, self._kept),
             ),
             (config.burst_into_idle, "bursting into idle GPUs", lambda d: burst_into_idle(d, state)),
             (
@@ -270,19 +264,6 @@ class PlannerPolicy:
             fallback_reason=f"{solver.fallback_reason or solver.status}; published {kind}",
         )
         return Planned(inputs, rounded, info, {})
-
-
-def held_nodes(state: ClusterState, nodes: NodeBook | None) -> HeldNodes:
-    """What lending reads of step 0's holds (headroom.HeldNodes), by node name."""
-
-    def closed(pool: str, weight: float, run_s: float) -> list[str]:
-        index = next((i for i, p in enumerate(state.pools) if p.name == pool), None)
-        if nodes is None or index is None or nodes.free[index] is None:
-            return []
-        names = state.pools[index].node_names
-        return [names[i] for i in nodes.closed(index, weight, run_s) if i < len(names)]
-
-    return closed
 
 
 def _failed(solver: str, status: str, time_ms: float, detail: str) -> SolverInfo:

@@ -169,7 +169,6 @@ class _Step0:
     def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
         self.outcome.node_free = [None if free is None else list(free) for free in self.nodes.free]
         self.outcome.held_for = [dict(held) for held in self.nodes.held_job]
-        self.outcome.nodes = self.nodes
         return self.pool0, self.remaining, self.holds, self.outcome
 
     def _gang(self, j: int) -> float:
@@ -245,8 +244,6 @@ class _Step0:
         for p in self._by_dips(j, pools):
             if not self._takes(j, p, rank, start_s):
                 continue
-            if closed := self.nodes.closed(p, rank, start_s):  # the cluster must keep it off them too
-                self.outcome.kept_off[j] = closed
             for node in self.nodes.take(p, g, rank, start_s, out_s):  # (none without node detail)
                 self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
             self._count(j, p)

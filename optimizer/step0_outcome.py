@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from optimizer.nodes import NodeBook
 from schemas import DecisionCause
 
 
@@ -27,8 +26,6 @@ class Step0Outcome:
     cleared_for: dict[int, int] = field(default_factory=dict)  # stopped job -> gang it made room for
     reclaimed_for: dict[int, int] = field(default_factory=dict)  # stopped borrower -> owner's job started
     backfilled: set[int] = field(default_factory=set)  # started by backfill, not by the plan
-    kept_off: dict[int, list[int]] = field(default_factory=dict)  # start -> held nodes it keeps off
-    nodes: NodeBook | None = None  # the nodes as step 0 left them, with their holds (lending reads them)
     kept_by_bound: set[int] = field(default_factory=set)  # kept running only by the preemption bound
     no_room: set[int] = field(default_factory=set)  # kept, but its pool had no room left for it
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node

@@ -9,9 +9,8 @@ from plan_checks import check_plan, check_take_back
 
 from optimizer.config import PlannerConfig
 from optimizer.headroom import lend_headroom
-from optimizer.nodes import NodeBook
 from optimizer.plan_build import rewrite_step0
-from optimizer.planner import PlannerPolicy, held_nodes
+from optimizer.planner import PlannerPolicy
 from schemas import ClusterState, DecisionCause, DemandForecast, JobAction
 
 NOW_DEMAND = 10.0
@@ -124,37 +123,3 @@ def test_only_a_job_stopped_for_inference_is_kept_on_the_headroom() -> None:
 
     assert lent(DecisionCause.FREED_FOR_INFERENCE) == JobAction.RUN
     assert lent(DecisionCause.CLEARED_FOR_JOB) == JobAction.PREEMPT
-
-
-def test_borrowers_keep_off_the_nodes_held_for_heavier_gangs() -> None:
-    # a half-drained held node is the best fit for a small borrower: the cluster would place it
-    # there and the gang would wait for it too; a borrower is told to avoid the nodes step 0 holds
-    # for a gang heavier than it that drain before it would end, as backfill is
-    cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
-    unlent = _decide(cluster, PlannerConfig(lend_headroom=False, burst_into_idle=False))
-    asked: list[tuple[str, float, float]] = []
-
-    def held(pool: str, weight: float, run_s: float) -> list[str]:
-        asked.append((pool, weight, run_s))
-        return ["n3"] if weight < 3.0 else []  # held for a weight-3 gang
-
-    lent = lend_headroom(unlent, cluster, _wide_forecast(), held_nodes=held).allocation
-    borrowers = {d.job_id: d for d in lent.jobs if d.borrows_from == "chat"}
-    assert {"w3", "w1"} <= borrowers.keys()
-    assert borrowers["w3"].avoid_nodes == [] and borrowers["w1"].avoid_nodes == ["n3"]
-    assert ("a", 2.0, 8 * 3600.0) in asked  # w1: weight 2, 8 hours on its gang
-    assert all(d.avoid_nodes == [] for d in lend_headroom(unlent, cluster, _wide_forecast()).allocation.jobs)
-
-
-def test_the_planner_hands_lending_the_nodes_step_0_holds_by_name() -> None:
-    book = NodeBook([[2, 2]], [8])
-    book.note_running(0, {0: 6}, 3600.0)
-    book.note_running(0, {1: 6}, 7200.0)
-    book.hold(0, 4, weight=3.0)  # n0 drains first
-    named = pool("a", 16).model_copy(
-        update={"gpus_per_node": 8, "free_gpus_by_node": [2, 2], "node_names": ["n0", "n1"]}
-    )
-    closed = held_nodes(state([named]), book)
-    assert closed("a", 1.0, 7200.0) == ["n0"]
-    assert closed("a", 1.0, 1800.0) == [] and closed("b", 1.0, 7200.0) == []
-    assert held_nodes(state([named]), None)("a", 1.0, 7200.0) == []

@@ -374,29 +374,3 @@ def test_a_start_kept_off_nodes_is_placed_before_an_equal_one_that_may_use_any()
     decisions = {d.job_id: d for d in PlannerPolicy().decide(build_state(row), {}, NOW).allocation.jobs}
     assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n1"])
     assert decisions["short"].action == JobAction.RUN
-
-
-def test_backfill_that_would_outlast_a_held_nodes_drain_is_told_to_keep_off_it() -> None:
-    # the 4-GPU sweep holds n0 (both 6-GPU jobs end in 3 hours); the cluster places pods itself,
-    # best fit first, so step 0 names the held node to every start it kept off it: the 4-hour
-    # filler, not the half-hour job that ends before n0 drains (EASY backfill)
-    row = Scenario(
-        "x",
-        pools=(TWO_NODES_WITH_2_FREE,),
-        jobs=(*six_gpu_jobs(hours_left=1.0), SWEEP, Job("filler", 2, hours=4.0), Job("quick", 2, hours=0.5)),
-    )
-    policy = PlannerPolicy()
-    decisions = {d.job_id: d for d in policy.decide(build_state(row), {}, NOW).allocation.jobs}
-    assert policy._holds == {"sweep": (0, (0,))}
-    assert (decisions["filler"].action, decisions["filler"].avoid_nodes) == (JobAction.RUN, ["n0"])
-    assert (decisions["quick"].action, decisions["quick"].avoid_nodes) == (JobAction.RUN, [])
-
-
-def test_a_held_node_is_closed_only_to_lighter_work_that_outlasts_its_drain() -> None:
-    book = NodeBook([[2, 2]], [8])
-    book.note_running(0, {0: 6}, 3600.0)
-    book.note_running(0, {1: 6}, 7200.0)
-    assert book.hold(0, 4, weight=3.0) == (0,)  # drains first
-    assert book.closed(0, 1.0, 7200.0) == [0]
-    assert book.closed(0, 1.0, 1800.0) == [], "ends before the drain"
-    assert book.closed(0, 3.0, 7200.0) == [], "not lighter"
