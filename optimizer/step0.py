@@ -26,9 +26,11 @@ would lose; worth it only where the stops pay for themselves as any stop does, a
 wait for the nodes to drain: optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan
 wants out stay unless the stop pays for itself (optimizer/stop_pays.py). Failing that it holds the
 nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so they drain
-for it; the same nodes are held again at the next decisions (the planner hands the holds back in
-``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work that
-ends before the held nodes drain may still use them (EASY backfill). Pure.
+for it, where its team's quota (or what idle quota lends) admits it now: nodes drained for a gang
+the quota keeps out would only idle. The same nodes are held again at the next decisions (the
+planner hands the holds back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node
+would ever drain. Work that ends before the held nodes drain may still use them (EASY backfill).
+Pure.
 """
 
 from __future__ import annotations
@@ -446,7 +448,8 @@ class _Step0:
                 continue
             if self.clear_for(j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
                 continue
-            self._hold_nodes(j, pools[0])
+            if self._within_quota(j):  # nodes drained for a gang its quota keeps out would idle
+                self._hold_nodes(j, pools[0])
 
     def _kept_off_nodes(self, j: int) -> bool:
         """Maintenance takes some node of a pool job j may use while it would lose its work there
