@@ -383,7 +383,7 @@ class _Step0:
         job_free = self.nodes.job_free[p]
         g = self._gang(j)
         per_node = self.inputs.pool_gpus_per_node[p]
-        if job_free is None or self.clear_budget <= 0 or not self._within_quota(j):
+        if job_free is None or self.clear_budget <= 0:
             return False
         if self.cap[p] + EPS < g and g <= per_node:  # short of GPUs, and a gang within one node
             return False
@@ -446,10 +446,11 @@ class _Step0:
             pools = [p for p in order if row[p] > EPS or allowed[p]]
             if self.try_start(j, pools, math.inf) or not pools:
                 continue
+            if not self._within_quota(j):  # its quota keeps it out: nodes cleared or held would idle
+                continue
             if self.clear_for(j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
                 continue
-            if self._within_quota(j):  # nodes drained for a gang its quota keeps out would idle
-                self._hold_nodes(j, pools[0])
+            self._hold_nodes(j, pools[0])
 
     def _kept_off_nodes(self, j: int) -> bool:
         """Maintenance takes some node of a pool job j may use while it would lose its work there
