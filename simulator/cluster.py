@@ -6,6 +6,8 @@ runner then calls ``advance`` to integrate one decision step in sub-ticks. The A
 applied as given, but physics is enforced: a gang starts only if all of it fits on the pool's
 nodes (else it stays queued, counted), no pool ever holds more than its up GPUs, inference
 serves min(demand, ready capacity), and jobs end when their true work, not the estimate, is done.
+A node lost to a failure or maintenance takes its replicas too; they come back where batch runs,
+as a Deployment's pods outranking batch pods do on Kubernetes (``_fail_over``).
 """
 
 from __future__ import annotations
@@ -339,7 +341,35 @@ class Simulator:
                     )
                     self.stop_job(job, "maintenance" if planned else "failure")
         if changed:
-            self.fit_services(self.current_targets(), t_s)
+            targets = self.current_targets()
+            self.fit_services(targets, t_s)
+            self._fail_over(targets, t_s)
+
+    def _fail_over(self, targets: dict[str, dict[str, float]], t_s: float) -> None:
+        """Replicas an outage took are placed again where batch jobs run, as a Deployment's lost pods
+        are recreated and, outranking batch pods, preempt them on Kubernetes: the lowest weight first,
+        then the least work since the last checkpoint. They serve after the service's start-up."""
+        lost_room = False
+        for name, pool in self.pools.items():
+            wanted = {s: round_to_pool(self.specs[s], g, pool.max_share) for s, g in targets[name].items()}
+            phys, _ = pool_physical_gpus(wanted, self.specs, pool.max_share, self.curve)
+            room = sum(self.job_free_by_node(t_s)[name])
+            victims = sorted(
+                (
+                    j
+                    for j in self.jobs.values()
+                    if j.status == JobStatus.RUNNING and j.pool == name and j.spec.preemptible
+                ),
+                key=lambda job: (job.spec.priority_weight, job.since_checkpoint_gpu_s, job.job_id),
+            )
+            for job in victims:
+                if room >= phys:
+                    break
+                room += job.spec.gpus
+                self.stop_job(job, "failover")
+                lost_room = True
+        if lost_room:
+            self.fit_services(targets, t_s)
 
     def _integrate(self, t_s: float, dt_s: float) -> None:
         self.autoscaler.react(self, t_s)

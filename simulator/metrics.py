@@ -9,7 +9,8 @@ checkpointed (a running job's un-checkpointed progress does not count: a policy 
 starting work it never secures). Weighted completions = sum of the priority weights of finished
 jobs; JCT (arrival to finish, hours) p50 and p95 by priority class and p95 over all. SLO
 shortfall = demanded GPU-minutes not covered / demanded GPU-minutes. Preemptions count stops by
-the policy, by planned maintenance and by bursts (all avoidable); failures are reported apart. Lost
+the policy, by planned maintenance, by bursts and by fail-over (replicas a lost node took preempting
+batch to come back: room a policy could have left free); failures are reported apart. Lost
 GPU-hours = work since the last checkpoint dropped at every stop (jobs.LiveJob.stop, recorded once
 in the ledger) plus the restart overhead a restarted job spends before it moves again;
 ``restart_gpu_hours`` is that second part alone, ``failure_lost_gpu_hours`` the work dropped by
@@ -28,6 +29,7 @@ from simulator.cluster import Simulator
 from simulator.jobs import LiveJob
 
 HOUR_S = 3600.0
+PREEMPTION_CAUSES = ("policy", "maintenance", "burst", "failover")
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def compute_metrics(
         utilization=(ledger.useful_gpu_s - at_risk_gpu_s(sim)) / capacity,
         pwt=weighted_pwt(sim),
         slo_shortfall=shortfall,
-        preemptions=ledger.stops["policy"] + ledger.stops["maintenance"] + ledger.stops["burst"],
+        preemptions=sum(ledger.stops[cause] for cause in PREEMPTION_CAUSES),
         lost_gpu_hours=(ledger.lost_work_gpu_s + ledger.restart_overhead_gpu_s) / HOUR_S,
         deadline_misses=deadline_misses(sim),
         decision_ms_p50=float(np.percentile(lat, 50)),

@@ -141,6 +141,39 @@ def test_maintenance_is_announced_and_drains_its_nodes() -> None:
     assert sim.snapshot(sim.clock.now()).pools[0].gpus_available == 4
 
 
+def test_replicas_an_outage_takes_preempt_batch_to_come_back() -> None:
+    """A Deployment's pods lost with their node are recreated and, outranking batch, preempt it."""
+    sim = Simulator(
+        tiny_scenario(
+            pools=[{"name": "p", "gpu_type": "A100", "nodes": 3, "gpus_per_node": 4}],
+            services=[
+                {
+                    "spec": {"service": "svc", "startup_s": 120, "min_replicas": 0},
+                    "demand": {"kind": "flat", "peak_gpus": 4, "noise_frac": 0},
+                }
+            ],
+            maintenance=[{"pool": "p", "start_hour": 0.5, "duration_hours": 1, "nodes_out": 1}],
+            workload={"explicit": [job("light", 4, gpus=4), job("heavy", 4, gpus=4, priority_weight=3)]},
+        )
+    )
+    sim.snapshot(sim.clock.now())
+    no_replicas = ServiceDecision(service="svc", pool="p", replicas=0, gpus=0, reason="t")
+    sim.apply(allocation(sim, jobs=[run_job("light", 4), run_job("heavy", 4)], services=[no_replicas]))
+    assert sim.jobs["light"].placement == {0: 4} and sim.jobs["heavy"].placement == {1: 4}
+    sim.advance()
+    # the service's 4 GPUs land on node 2, the one the maintenance window takes at 0.5 h
+    sim.apply(
+        allocation(sim, services=[ServiceDecision(service="svc", pool="p", replicas=4, gpus=4, reason="t")])
+    )
+    sim.advance()
+    assert sim.ledger.stops["failover"] == 1
+    assert sim.jobs["light"].status == JobStatus.QUEUED  # the lighter job made room
+    assert sim.jobs["heavy"].status == JobStatus.RUNNING
+    capacity = sim.capacity["svc"]["p"]
+    assert capacity.footprint == 4
+    assert capacity.ready_gpus == 0 and capacity.pending == [(1800.0 + 120, 4)]  # they start up again
+
+
 def test_a_start_is_kept_off_the_nodes_its_decision_avoids() -> None:
     sim = Simulator(
         tiny_scenario(services=[], workload={"explicit": [job("a", 5, gpus=2), job("b", 5, gpus=2)]})
