@@ -12,6 +12,14 @@ saved SLO in the benchmark) and never below ``min_factor``. With too few scored 
 is 1. It learns only from the forecast source's own misses. Pure: the state it keeps is the
 recent forecasts; ``now`` is an argument.
 
+A source may widen its band several times over at once while its median stays on demand: a
+refit after a change its past did not show (on a held-out workload the Monday after the one
+weekend of an 8-day history: the weekend-to-weekday misses of the inner backtest widened
+Holt-Winters' p90 to four times its median). The ratios of the last day were scored against the
+narrow band, so they kept the wide band for up to a day and the plan reserved it. So the band
+over the first leads is also never more than ``max_band_over_misses`` (2) times what the same
+window's misses (demand - p50, in GPUs) needed at the SLO level.
+
 Level correction (error persistence): a seasonal forecast that is off now tends to stay off for
 a while (the day is busier or quieter than the days it learned from). The calibrator keeps the
 source's miss on its first step, e_t = demand_t - p50_t, and estimates from the last day how much
@@ -55,6 +63,7 @@ class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
         self.ratios: deque[float] = deque(maxlen=window * lead)
+        self.upper_misses: deque[float] = deque(maxlen=window * lead)  # demand - p50 (GPUs), as ratios
         self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window
@@ -98,7 +107,9 @@ class BandCalibrator:
         max_factor: float = 1.0,
         persist_steps: int = 8,
         persistence_refresh_steps: int = 4,
+        max_band_over_misses: float = 2.0,
     ) -> None:
+        self.max_band_over_misses = max_band_over_misses
         self.lead_steps = lead_steps
         self.persist_steps = persist_steps
         self.persistence_refresh_steps = persistence_refresh_steps  # phi is a day's statistic
@@ -133,7 +144,10 @@ class BandCalibrator:
                 p50 = [float(v) for v in forecast.curve("p50")[:lead]]
                 upper = [float(v) for v in forecast.curve(key)[:lead]]
                 record.issued.append(_Issued(step_now, p50, upper, source_p50))
-            factors[name] = self._factor(record, quantile_level(key))
+                band_now = sum(u - m for u, m in zip(upper, p50, strict=True)) / lead
+                factors[name] = self._factor(record, quantile_level(key), band_now)
+            else:
+                factors[name] = self._factor(record, quantile_level(key))
         return adjusted, factors
 
     def persistence(self, record: _ServiceRecord) -> np.ndarray:
@@ -205,12 +219,23 @@ class BandCalibrator:
                     band = issued.upper[h] - issued.p50[h]
                     if band > 1e-6:
                         record.ratios.append((demand - issued.p50[h]) / band)
+                        record.upper_misses.append(demand - issued.p50[h])
         record.scored_through = max(record.scored_through, last)
 
-    def _factor(self, record: _ServiceRecord, level: float) -> float:
+    def _factor(self, record: _ServiceRecord, level: float, band_now: float | None = None) -> float:
+        """The higher quantile at ``level`` of the scored ratios, and where the source's band over
+        the first leads now is known, at most ``max_band_over_misses`` x what the same window's
+        misses at that level needed of it (a band the source has just widened)."""
         if len(record.ratios) < self.min_scored:
             return 1.0
-        ratios = sorted(record.ratios)
-        k = min(math.ceil(level * (len(ratios) - 1)), len(ratios) - 1)  # numpy's "higher" quantile
-        factor = float(ratios[k])
+        factor = _higher_quantile(record.ratios, level)
+        if band_now is not None and band_now > 1e-6:
+            needed = max(_higher_quantile(record.upper_misses, level), 0.0)
+            factor = min(factor, self.max_band_over_misses * needed / band_now)
         return min(max(factor, self.min_factor), self.max_factor)
+
+
+def _higher_quantile(values: deque[float], level: float) -> float:
+    ordered = sorted(values)
+    k = min(math.ceil(level * (len(ordered) - 1)), len(ordered) - 1)  # numpy's "higher" quantile
+    return float(ordered[k])

@@ -69,3 +69,30 @@ def test_band_factor_is_the_higher_quantile_of_the_scored_window(steps: list[int
         factors.append(factor["chat"])
         history.append(float(rng.uniform(4.0, 18.0)))
     assert len(set(factors)) > 3  # the window moved the factor
+
+
+def test_a_band_that_widens_at_once_is_cut_to_twice_the_misses_of_the_last_day() -> None:
+    """A source that refits after a change its past did not show (a Monday after the one weekend
+    in its history) may widen its band several times over while its median stays on demand; the
+    ratios of the last day were scored against the narrow band, so the factor alone would keep the
+    wide band for a day. The band is cut to twice the misses at the SLO level (in GPUs) of the last
+    day."""
+    rng = np.random.default_rng(5)
+    calibrator = BandCalibrator(persist_steps=0)
+    history: list[float] = []
+    chat = service("chat", slo_quantile="p90")
+
+    def factor_at(at: int, upper: float) -> float:
+        now = NOW + timedelta(seconds=900 * at)
+        current = chat.model_copy(update={"demand_history": list(history)})
+        _, factors = calibrator.adjust(
+            state([pool("a", 64)], [], [current]), {"chat": _band_forecast(10.0, upper, at)}, now
+        )
+        return factors["chat"]
+
+    for at in range(40):
+        narrow = factor_at(at, 12.0)
+        history.append(float(rng.uniform(9.0, 11.6)))
+    assert 0.6 < narrow <= 0.8  # ratios of up to 1.6 GPUs over a band of 2
+    wide = factor_at(40, 30.0)
+    assert wide == calibrator.min_factor  # twice 1.6 GPUs of a band of 20 is under the floor of 0.25
