@@ -63,7 +63,7 @@ class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
         self.ratios: deque[float] = deque(maxlen=window * lead)
-        self.upper_misses: deque[float] = deque(maxlen=window * lead)  # demand - p50 (GPUs), as ratios
+        self.upper_misses: deque[float] = deque(maxlen=window * lead)  # demand - p50 in GPUs, with each ratio
         self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window

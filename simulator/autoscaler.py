@@ -19,6 +19,7 @@ import math
 from typing import TYPE_CHECKING
 
 from schemas import Allocation, JobStatus
+from simulator.jobs import LiveJob
 
 if TYPE_CHECKING:
     from simulator.cluster import Simulator
@@ -80,7 +81,7 @@ class BurstAutoscaler:
                 and job.status == JobStatus.RUNNING
                 and job.pool == pool
             ),
-            key=lambda job: (job.spec.priority_weight, job.since_checkpoint_gpu_s, job.job_id),
+            key=LiveJob.cheapest_stop_first,
         )
         for job in victims:
             if free >= gpus:

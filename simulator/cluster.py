@@ -350,17 +350,18 @@ class Simulator:
         are recreated and, outranking batch pods, preempt them on Kubernetes: the lowest weight first,
         then the least work since the last checkpoint. They serve after the service's start-up."""
         lost_room = False
+        free = self.job_free_by_node(t_s)
         for name, pool in self.pools.items():
             wanted = {s: round_to_pool(self.specs[s], g, pool.max_share) for s, g in targets[name].items()}
             phys, _ = pool_physical_gpus(wanted, self.specs, pool.max_share, self.curve)
-            room = sum(self.job_free_by_node(t_s)[name])
+            room = sum(free[name])
             victims = sorted(
                 (
                     j
                     for j in self.jobs.values()
                     if j.status == JobStatus.RUNNING and j.pool == name and j.spec.preemptible
                 ),
-                key=lambda job: (job.spec.priority_weight, job.since_checkpoint_gpu_s, job.job_id),
+                key=LiveJob.cheapest_stop_first,
             )
             for job in victims:
                 if room >= phys:

@@ -36,6 +36,11 @@ class LiveJob:
     def spec(self) -> JobSpec:
         return self.sim.spec
 
+    def cheapest_stop_first(self) -> tuple[float, float, str]:
+        """Sort key of the cluster's own preemptions (the in-step autoscaler's, a lost replica's
+        fail-over): the lowest weight first, then the least work since the last checkpoint."""
+        return (self.spec.priority_weight, self.since_checkpoint_gpu_s, self.job_id)
+
     @property
     def job_id(self) -> str:
         return self.sim.spec.job_id
