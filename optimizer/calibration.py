@@ -62,8 +62,7 @@ class _Issued:
 class _ServiceRecord:
     def __init__(self, window: int, lead: int) -> None:
         self.issued: deque[_Issued] = deque(maxlen=window)
-        self.ratios: deque[float] = deque(maxlen=window * lead)
-        self.upper_misses: deque[float] = deque(maxlen=window * lead)  # demand - p50 in GPUs, with each ratio
+        self.scored: deque[tuple[float, float]] = deque(maxlen=window * lead)  # (demand - p50, band), GPUs
         self.misses: deque[tuple[int, float]] = deque()  # (absolute step, the source's first-step miss)
         self.scored_through = -1  # last absolute step whose demand was scored
         self.window = window
@@ -218,24 +217,23 @@ class BandCalibrator:
                 if 0 <= h < len(issued.p50):
                     band = issued.upper[h] - issued.p50[h]
                     if band > 1e-6:
-                        record.ratios.append((demand - issued.p50[h]) / band)
-                        record.upper_misses.append(demand - issued.p50[h])
+                        record.scored.append((demand - issued.p50[h], band))
         record.scored_through = max(record.scored_through, last)
 
     def _factor(self, record: _ServiceRecord, level: float, band_now: float | None = None) -> float:
         """The higher quantile at ``level`` of the scored ratios, and where the source's band over
         the first leads now is known, at most ``max_band_over_misses`` x what the same window's
         misses at that level needed of it (a band the source has just widened)."""
-        if len(record.ratios) < self.min_scored:
+        if len(record.scored) < self.min_scored:
             return 1.0
-        factor = _higher_quantile(record.ratios, level)
+        factor = _higher_quantile([miss / band for miss, band in record.scored], level)
         if band_now is not None and band_now > 1e-6:
-            needed = max(_higher_quantile(record.upper_misses, level), 0.0)
+            needed = max(_higher_quantile([miss for miss, _ in record.scored], level), 0.0)
             factor = min(factor, self.max_band_over_misses * needed / band_now)
         return min(max(factor, self.min_factor), self.max_factor)
 
 
-def _higher_quantile(values: deque[float], level: float) -> float:
+def _higher_quantile(values: list[float], level: float) -> float:
     ordered = sorted(values)
     k = min(math.ceil(level * (len(ordered) - 1)), len(ordered) - 1)  # numpy's "higher" quantile
     return float(ordered[k])

@@ -355,6 +355,8 @@ class Simulator:
             wanted = {s: round_to_pool(self.specs[s], g, pool.max_share) for s, g in targets[name].items()}
             phys, _ = pool_physical_gpus(wanted, self.specs, pool.max_share, self.curve)
             room = sum(free[name])
+            if room >= phys:
+                continue
             victims = sorted(
                 (
                     j
@@ -364,11 +366,11 @@ class Simulator:
                 key=LiveJob.cheapest_stop_first,
             )
             for job in victims:
-                if room >= phys:
-                    break
                 room += job.spec.gpus
                 self.stop_job(job, "failover")
                 lost_room = True
+                if room >= phys:
+                    break
         if lost_room:
             self.fit_services(targets, t_s)
 
