@@ -28,12 +28,20 @@ from optimizer.nodes import NodeHolds
 SlotClass = tuple[bytes, int]
 """(allowed pools as bytes, quota row: formulation.quota_rows_of_jobs, -1 for no quota)."""
 
-SPARE_MIN = 6
+SPARE_MIN = 10
 SPARE_SQRT_FACTOR = 3.0
 """Spare slots per class at a layout: max(SPARE_MIN, SPARE_SQRT_FACTOR x sqrt(jobs of the class)).
 Empty slots cost a warm solve next to nothing; a class running out costs a rebuild and a cold
 solve (3-5x a warm one). With 2 x sqrt (at least 4) the seed-scale benchmark rebuilt 7 times in
-200 decisions, with 3 x sqrt (at least 6) once."""
+200 decisions, with 3 x sqrt (at least 6) once; at commit 4334d71 (its eight pools give many
+small classes) at least 6 rebuilt 5 times in 200 (a rebuild 10.5-11.6 ms, an update 5-6 ms, so
+the rebuilds were its p99: 10.6-12.1 ms) and at least 10 once (p99 6.0-6.8 ms, p50 unchanged
+within the host's noise, 4.9-5.9 ms either way; the mid case rebuilt 3 times in 200 either way)."""
+
+
+def slots_for(jobs: int) -> int:
+    """Slots a class of ``jobs`` jobs gets at a layout: the jobs and their spares."""
+    return jobs + max(SPARE_MIN, math.ceil(SPARE_SQRT_FACTOR * math.sqrt(jobs)))
 
 
 def slot_classes(inputs: PlanInputs) -> list[SlotClass]:
@@ -69,7 +77,7 @@ class SlotTable:
     def _layout(self, counts: dict[SlotClass, int], n_pools: int) -> None:
         self.members, self.class_of_slot = {}, []
         for cls in sorted(counts):
-            size = counts[cls] + max(SPARE_MIN, math.ceil(SPARE_SQRT_FACTOR * math.sqrt(counts[cls])))
+            size = slots_for(counts[cls])
             start = len(self.class_of_slot)
             self.members[cls] = list(range(start, start + size))
             self.class_of_slot.extend([cls] * size)
@@ -90,18 +98,20 @@ class SlotTable:
         slot_of, class_of_slot = self.slot_of, self.class_of_slot
         for job_id in [j for j, slot in slot_of.items() if live.get(j) != class_of_slot[slot]]:
             del slot_of[job_id]
-        if len(slot_of) < len(job_ids) or self._sparse(len(job_ids)):
+        if len(slot_of) < len(job_ids) or self._sparse(classes):
             self._place_new(job_ids, classes, n_pools)
         return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
 
-    def _sparse(self, n_jobs: int) -> bool:
-        """Most slots would stay empty: worth a smaller layout."""
-        return self.capacity > 64 and self.capacity > 3 * n_jobs
+    def _sparse(self, classes: list[SlotClass]) -> bool:
+        """Most slots would stay empty: the table is over twice the size a new layout would take.
+        (Judged against three slots a job, as it was until SPARE_MIN went from 6 to 10, six jobs
+        each of its own class made every table sparse: a new layout every decision.)"""
+        return self.capacity > 64 and self.capacity > 2 * sum(map(slots_for, Counter(classes).values()))
 
     def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass], n_pools: int) -> None:
         """Give each job without a slot the lowest free one of its class, after a new layout when
         a class has too few slots or the table is sparse."""
-        if not self._sparse(len(job_ids)):
+        if not self._sparse(classes):
             new_jobs = [
                 (job_id, cls)
                 for job_id, cls in zip(job_ids, classes, strict=True)
