@@ -191,17 +191,18 @@ class _Step0:
 
     def place_kept(self, plan: Plan0) -> None:
         """Running jobs stay in their pools while the pool's GPUs and the team's quota allow:
-        pinned first, then those within their minimum run, then the costliest to stop
-        (``stop_cost_gpu_s``), then by the plan's share; so where inference (or a shrinking pool)
-        leaves too little room for them all, the jobs cheapest to stop give way. (By share alone,
-        the job whose share the relaxed plan shaved by one GPU gave way: a 64-GPU gang that had
-        just checkpointed was stopped for one more inference replica while a 2-GPU job ran on.)
-        The book notes which nodes they keep busy and until when (by their estimates), where the
-        state says."""
+        pinned first, then those within their minimum run, then those dearest to stop (the stop's
+        cost, ``stop_cost_gpu_s``, plus a step of the job's weighted work), then by the plan's
+        share; so where inference (or a shrinking pool) leaves too little room for them all, the
+        jobs cheapest to stop give way. (By share alone, the job whose share the relaxed plan
+        shaved by one GPU gave way: a 64-GPU gang that had just checkpointed was stopped for one
+        more inference replica while a 2-GPU job ran on.) The book notes which nodes they keep
+        busy and until when (by their estimates), where the state says."""
         inputs = self.inputs
         kept = plan.keep.nonzero()[0]
         self.reclaimable = ~plan.pinned & ~plan.fresh
-        cost = stop_cost_gpu_s(inputs, self.rules)
+        step_s = float(inputs.blocks.dur_s[0])
+        cost = stop_cost_gpu_s(inputs, self.rules) + inputs.job_weight * inputs.job_gang * step_s
         # lexsort is stable (jobs equal on every key stay in index order); its last key sorts first
         kept = kept[np.lexsort((-plan.run_share[kept], -cost[kept], ~plan.fresh[kept], ~plan.pinned[kept]))]
         wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
