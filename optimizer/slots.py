@@ -35,8 +35,8 @@ Empty slots cost a warm solve next to nothing; a class running out costs a rebui
 solve (3-5x a warm one). With 2 x sqrt (at least 4) the seed-scale benchmark rebuilt 7 times in
 200 decisions, with 3 x sqrt (at least 6) once; at commit 4334d71 (its eight pools give many
 small classes) at least 6 rebuilt 5 times in 200 (a rebuild 10.5-11.6 ms, an update 5-6 ms, so
-the rebuilds were its p99: 10.6-12.1 ms) and at least 10 once (p99 6.0-6.8 ms, p50 unchanged
-within the host's noise, 4.9-5.9 ms either way; the mid case rebuilt 3 times in 200 either way)."""
+the rebuilds were its p99: 10.6-13.0 ms) and at least 10 once (p99 6.0-9.3 ms, p50 unchanged
+within the host's noise, 4.9-6.6 ms either way; the mid case rebuilt 3 times in 200 either way)."""
 
 
 def slots_for(jobs: int) -> int:
