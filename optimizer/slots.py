@@ -98,8 +98,9 @@ class SlotTable:
         slot_of, class_of_slot = self.slot_of, self.class_of_slot
         for job_id in [j for j, slot in slot_of.items() if live.get(j) != class_of_slot[slot]]:
             del slot_of[job_id]
-        if len(slot_of) < len(job_ids) or self._sparse(classes):
-            self._place_new(job_ids, classes, n_pools)
+        sparse = self._sparse(classes)
+        if len(slot_of) < len(job_ids) or sparse:
+            self._place_new(job_ids, classes, n_pools, relayout=sparse)
         return np.asarray([self.slot_of[j] for j in job_ids], dtype=np.int64)
 
     def _sparse(self, classes: list[SlotClass]) -> bool:
@@ -108,10 +109,12 @@ class SlotTable:
         each of its own class made every table sparse: a new layout every decision.)"""
         return self.capacity > 64 and self.capacity > 2 * sum(map(slots_for, Counter(classes).values()))
 
-    def _place_new(self, job_ids: tuple[str, ...], classes: list[SlotClass], n_pools: int) -> None:
+    def _place_new(
+        self, job_ids: tuple[str, ...], classes: list[SlotClass], n_pools: int, *, relayout: bool
+    ) -> None:
         """Give each job without a slot the lowest free one of its class, after a new layout when
-        a class has too few slots or the table is sparse."""
-        if not self._sparse(classes):
+        a class has too few slots or ``relayout`` (the table is sparse)."""
+        if not relayout:
             new_jobs = [
                 (job_id, cls)
                 for job_id, cls in zip(job_ids, classes, strict=True)
