@@ -6,11 +6,14 @@ the parts sum to it. Each sub-tick's shortfall d - r of a service (d its demand,
 after interference) is taken apart in this order:
 
 1. ``interference``: ready GPUs lost to time-slicing (ready x (1 - efficiency));
-2. ``startup-plan``: GPUs the step's Allocation asked for that are still loading (``startup_s``);
-3. ``startup-burst``: GPUs the in-step autoscaler added (lent headroom taken back) still loading;
-4. ``held-by-jobs``: GPUs the Allocation asked for that the pool could not give (jobs hold them);
-5. ``reclaim-blocked``: a burst allowance is left but the autoscaler found no room for it;
-6. what is left was never asked for: ``under-mean`` the part below the step's mean true demand
+2. ``pool-move``: GPUs the step's Allocation asked for that are still loading (``startup_s``) in
+   place of GPUs it took from the same service in another pool (replicas moved between pools: the
+   old ones go at once, the new ones serve after their start-up);
+3. ``startup-plan``: the other GPUs the step's Allocation asked for that are still loading;
+4. ``startup-burst``: GPUs the in-step autoscaler added (lent headroom taken back) still loading;
+5. ``held-by-jobs``: GPUs the Allocation asked for that the pool could not give (jobs hold them);
+6. ``reclaim-blocked``: a burst allowance is left but the autoscaler found no room for it;
+7. what is left was never asked for: ``under-mean`` the part below the step's mean true demand
    (the plan, with what it lent back as its ceiling, sized under the demand of the step), and
    ``sub-tick-peak`` the part above it (the step's mean was covered, a peak inside it was not).
 
@@ -28,9 +31,11 @@ from simulator.cluster import Simulator
 from simulator.registry import PolicyFactory
 from simulator.runner import run_scenario
 from simulator.scenario import Scenario
+from simulator.services import PoolCapacity
 
 CAUSES = (
     "interference",
+    "pool-move",
     "startup-plan",
     "startup-burst",
     "held-by-jobs",
@@ -68,6 +73,7 @@ class _Traced(Simulator):
         self._asked: dict[str, float] = {}
         self._step_start = 0.0
         self._plan_loading: dict[str, float] = {}
+        self._moved: dict[str, float] = {}
 
     def apply(self, allocation: Allocation):  # type: ignore[no-untyped-def]
         self._step_start = self.now_s
@@ -79,7 +85,9 @@ class _Traced(Simulator):
                     if d.gpus > 0 or d.replicas == 0
                     else float(d.replicas * self.specs[d.service].gpus_per_replica)
                 )
+        before = {s: {p: c.footprint for p, c in by_pool.items()} for s, by_pool in self.capacity.items()}
         results = super().apply(allocation)
+        self._moved = {s: _moved_gpus(before[s], self.capacity[s]) for s in before}
         self._plan_loading = {  # what the Allocation itself started loading (the autoscaler adds later)
             service: sum(g for c in by_pool.values() for _, g in c.pending)
             for service, by_pool in self.capacity.items()
@@ -120,9 +128,11 @@ class _Traced(Simulator):
         allowance = sum(self.autoscaler.allowance.get(service, {}).values())
         step = int((t_s + self.history_s) // self.step_s)
         mean = float(self.step_curves[service][step])
+        moved = min(plan_loading, self._moved.get(service, 0.0))
         parts = [
             ("interference", ready - effective),
-            ("startup-plan", plan_loading),
+            ("pool-move", moved),
+            ("startup-plan", plan_loading - moved),
             ("startup-burst", burst_loading),
             ("held-by-jobs", asked - (footprint - burst_loading)),
             ("reclaim-blocked", allowance),
@@ -137,6 +147,13 @@ class _Traced(Simulator):
                 short -= take
             if short <= 1e-9:
                 break
+
+
+def _moved_gpus(before: dict[str, float], after: dict[str, PoolCapacity]) -> float:
+    """GPUs a service gained in some pools while it lost as many in others (moved, not grown)."""
+    pools = set(before) | set(after)
+    change = [(after[p].footprint if p in after else 0.0) - before.get(p, 0.0) for p in pools]
+    return min(sum(c for c in change if c > 0), -sum(c for c in change if c < 0))
 
 
 def slo_breakdown(
