@@ -21,7 +21,7 @@ from optimizer.formulation import ModelStructure
 
 SLOT_COLUMN_GROUPS = ("yb", "pre", "late")
 SLOT_ROW_GROUPS = ("gang0", "work", "preempt_link", "keep_running", "deadline")
-SERVICE_COLUMN_GROUPS = ("R", "G", "up0")
+SERVICE_COLUMN_GROUPS = ("R", "G", "up0", "up1")
 """Indexed by (service, pool) pair: carried only when the pairs are the same."""
 SHARED_ROW_GROUPS = (
     "preempt_bound",
@@ -33,6 +33,8 @@ SHARED_ROW_GROUPS = (
     "max_replicas",
     "scale_up0",
     "scale_up",
+    "kept",
+    "scale_up1",
 )
 
 BASIC = 1
@@ -58,10 +60,10 @@ def carried_indices(
     for name in SERVICE_COLUMN_GROUPS:
         if same_pairs:
             _carry_same_shape(col_src, old.cols[name], new.cols[name])
-    for name in ("short", "minshort", "up"):
+    for name in ("short", "minshort", "up", "move_short"):
         _carry_same_shape(col_src, old.cols[name], new.cols[name])
     for name in SHARED_ROW_GROUPS:
-        if same_pairs or name not in ("pack", "dedicated", "scale_up0"):
+        if same_pairs or name not in ("pack", "dedicated", "scale_up0", "scale_up1"):
             _carry_same_shape(row_src, old.rows[name], new.rows[name])
     old_sets = {row.tobytes(): f for f, row in enumerate(old.hall_sets)}
     for f, row in enumerate(new.hall_sets):

@@ -21,6 +21,10 @@ noted), per time block b (step 0 is block 0):
   Later blocks count what a service adds, not where: they are re-planned every step, as jobs'
   later blocks aggregate pools, and per pool they held about a quarter of the LP at seed scale
 - ``short[s,b]`` uncovered demand; ``minshort[s,b]`` replicas missing under min_replicas
+- ``move_short[s,k]`` demand now that the replicas kept into block k (k = 0, 1: its GPUs less
+  those it adds, per pool; ``up1[s,p]`` GPUs added in block 1) leave uncovered while the added
+  ones start up: a service moved between pools loses its old replicas at once (rows ``kept``;
+  priced for the service's ``startup_s``, optimizer/parameters.py)
 - ``borrow[t,b]`` GPUs team t holds beyond its quota, lent by idle quotas (optimizer/quota.py)
 - ``late[j]``  GPU-hours of job j's remaining work its deadline row leaves past the deadline
 
@@ -254,6 +258,8 @@ def _columns(inputs: PlanInputs) -> _Columns:
     add("up", (n_svc, n_blocks - 1))
     add("short", (n_svc, n_blocks))
     add("minshort", (n_svc, n_blocks))
+    add("up1", (n_sp, move_blocks(inputs) - 1))
+    add("move_short", (n_svc, move_blocks(inputs)))
     add("borrow", (len(quota_team_names(inputs)), n_blocks))
     add("late", (n_jobs,))
     # Physical GPUs of each pair: its G column where it may time-slice, else gpr x its R column.
@@ -368,11 +374,36 @@ def _service_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
     r_up0 = rows.add("scale_up0", (s_of.size,))
     rows.coef(r_up0, c.cols["up0"], 1.0)
     rows.coef(r_up0, g_of[:, 0], -g_scale[:, 0])
+    _kept_rows(rows, c, inputs)
     r_up = rows.add("scale_up", (n_svc, n_blocks - 1))
     rows.coef(r_up, c.cols["up"], 1.0)
     if n_blocks > 1:
         rows.coef(r_up[s_of], g_of[:, 1:], -g_scale)
         rows.coef(r_up[s_of], g_of[:, :-1], g_scale)
+
+
+def _kept_rows(rows: _Rows, c: _Columns, inputs: PlanInputs) -> None:
+    """Replicas kept from one block to the next (its GPUs less those it adds, per pool) carry the
+    demand now while the added ones start up, in step 0 and block 1."""
+    s_of, g_of, g_scale, n_move = c.sp_pairs[:, 0], c.g_of, c.g_scale, move_blocks(inputs)
+    r_kept = rows.add("kept", (inputs.n_services, n_move))
+    rows.coef(r_kept[s_of, 0], g_of[:, 0], g_scale[:, 0])
+    rows.coef(r_kept[s_of, 0], c.cols["up0"], -1.0)
+    rows.coef(r_kept, c.cols["move_short"], 1.0)
+    r_up1 = rows.add("scale_up1", (s_of.size, n_move - 1))  # up1 >= G[block 1] - G[step 0]
+    if n_move > 1:
+        rows.coef(r_kept[s_of, 1], g_of[:, 1], g_scale[:, 0])
+        rows.coef(r_kept[s_of, 1], c.cols["up1"][:, 0], -1.0)
+        rows.coef(r_up1[:, 0], c.cols["up1"][:, 0], 1.0)
+        rows.coef(r_up1[:, 0], g_of[:, 1], -g_scale[:, 0])
+        rows.coef(r_up1[:, 0], g_of[:, 0], g_scale[:, 0])
+
+
+def move_blocks(inputs: PlanInputs) -> int:
+    """Blocks whose replicas moved between pools are priced by the start-up gap (``kept`` rows):
+    step 0 and block 1. With step 0 alone a move was always cheaper a block later, and a service
+    whose pool a pinned job waited for never moved (its margin gave no room to move by)."""
+    return min(2, inputs.blocks.count)
 
 
 def build_structure(inputs: PlanInputs, key: str | None = None, deadline_margin: int = 0) -> ModelStructure:

@@ -96,6 +96,7 @@ class PlanInputs:
     svc_replicas_now: np.ndarray  # [S, P]
     svc_quantile: tuple[str, ...]
     svc_demand_steps: np.ndarray  # [S, T] demand at the SLO quantile
+    svc_demand_now: np.ndarray  # [S] the last step's mean demand: what replicas kept now must carry
     svc_forecast_model: tuple[str, ...]
     job_ids: tuple[str, ...]
     job_gang: np.ndarray  # [J]
@@ -350,6 +351,7 @@ def _service_fields(
         "svc_replicas_now": svc_now,
         "svc_quantile": tuple(s.spec.slo_quantile for s in services),
         "svc_demand_steps": demand,
+        "svc_demand_now": np.asarray([s.demand_history[-1] if s.demand_history else 0.0 for s in services]),
         "svc_forecast_model": tuple(models),
     }
 

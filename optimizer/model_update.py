@@ -82,7 +82,7 @@ class HorizonModel:
 
 _OBJECTIVE_GROUPS = {
     "work_value": ("y0", "yb"),
-    "shortfall": ("short",),
+    "shortfall": ("short", "move_short"),
     "min_replica_shortfall": ("minshort",),
     "preemption": ("pre",),
     "service_gpus_and_interference": ("R", "G"),

@@ -25,7 +25,7 @@ import numpy as np
 
 from optimizer.config import PlannerConfig
 from optimizer.deadlines import deadline_in_reach, steps_of_work
-from optimizer.formulation import INF, ModelStructure
+from optimizer.formulation import INF, ModelStructure, move_blocks
 from optimizer.inputs import PlanInputs
 
 
@@ -87,6 +87,15 @@ def service_gpu_cost(inputs: PlanInputs, config: PlannerConfig, pairs: np.ndarra
     job weight: more where the service has no replicas now (PlannerConfig.stay_preference)."""
     away = inputs.svc_replicas_now[pairs[:, 0], pairs[:, 1]] == 0
     return config.service_gpu_cost * np.where(away, 1.0 + config.stay_preference, 1.0)
+
+
+def kept_demand(inputs: PlanInputs) -> np.ndarray:
+    """[S, move blocks] demand the replicas kept into step 0 and block 1 carry while added ones
+    start up: the demand now, and in block 1 no more than that block's."""
+    n_move = move_blocks(inputs)
+    need = np.repeat(inputs.svc_demand_now[:, None], n_move, axis=1)
+    need[:, 1:] = np.minimum(need[:, 1:], inputs.demand_blocks()[:, 1:n_move])
+    return need
 
 
 def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig) -> Parameters:
@@ -159,6 +168,7 @@ def _service_columns(
     cost[cols["up"]] = config.churn_penalty_gpu * w_max
     short_cost = shortfall_cost_per_gpu_h(inputs, config)
     cost[cols["short"]] = short_cost * dur_h[None, :]
+    cost[cols["move_short"]] = short_cost * inputs.svc_startup_s[:, None] / 3600.0
     if config.shortfall_penalty > 0:
         per_short = config.min_replica_penalty / config.shortfall_penalty * short_cost
         cost[cols["minshort"]] = per_short * (dur_h[None, :] * inputs.svc_gpr[:, None])
@@ -220,3 +230,5 @@ def _service_rows(
     row_lower[rows["scale_up"]] = 0.0
     s_of, p_of = structure.sp_pairs[:, 0], structure.sp_pairs[:, 1]
     row_lower[rows["scale_up0"]] = -inputs.svc_replicas_now[s_of, p_of] * inputs.svc_gpr[s_of]
+    row_lower[rows["kept"]] = kept_demand(inputs)
+    row_lower[rows["scale_up1"]] = 0.0

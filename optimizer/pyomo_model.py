@@ -20,7 +20,9 @@ import pyomo.environ as pyo
 from pyomo.contrib.appsi.solvers import Highs as AppsiHighs
 
 from optimizer.config import PlannerConfig
+from optimizer.formulation import move_blocks
 from optimizer.inputs import PlanInputs
+from optimizer.parameters import kept_demand
 
 HALL_SET_LIMIT = 24
 """Pool sets of jobs' allowed pools with a capacity row in later blocks (most GPUs first),
@@ -299,6 +301,25 @@ def _replica_constraints(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
     m.scale_up0 = pyo.Constraint(
         m.SP, rule=lambda _m, s, p: _m.up0[s, p] >= _m.G[s, p, 0] - inputs.svc_replicas_now[s, p] * gpr[s]
     )
+    need, n_move = kept_demand(inputs), move_blocks(inputs)
+    m.MOVE = pyo.Set(initialize=range(n_move))
+    m.up1 = pyo.Var(m.SP, domain=pyo.NonNegativeReals)  # GPUs added in block 1 over step 0, per pool
+    m.move_short = pyo.Var(m.S, m.MOVE, domain=pyo.NonNegativeReals)  # demand the kept leave short
+
+    def kept_rule(_m: pyo.ConcreteModel, s: int, k: int) -> object:
+        """Replicas kept into block k (its GPUs less those it adds) carry the demand while added
+        ones start up."""
+        added = _m.up0 if k == 0 else _m.up1
+        kept = sum(_m.G[s, p, k] - added[s, p] for p in pools_of_svc[s])
+        return kept + _m.move_short[s, k] >= float(need[s, k])
+
+    m.kept = pyo.Constraint(m.S, m.MOVE, rule=kept_rule)
+    m.scale_up1 = pyo.Constraint(
+        m.SP,
+        rule=lambda _m, s, p: (
+            _m.up1[s, p] >= _m.G[s, p, 1] - _m.G[s, p, 0] if n_move > 1 else pyo.Constraint.Skip
+        ),
+    )
 
     def scale_up_rule(_m: pyo.ConcreteModel, s: int, b: int) -> object:
         if not pools_of_svc[s]:
@@ -340,6 +361,7 @@ def _objective(m: pyo.ConcreteModel, inputs: PlanInputs, config: PlannerConfig) 
             for s in m.S
             for b in m.B
         )
+        + sum(short_cost * inputs.svc_startup_s[s] / 3600.0 * m.move_short[s, k] for s in m.S for k in m.MOVE)
         + sum(
             interference * dur_h[b] * (gpr[s] * m.R[s, p, b] - m.G[s, p, b])
             + gpu_cost[s, p] * w_max * dur_h[b] * m.G[s, p, b]

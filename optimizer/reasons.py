@@ -73,6 +73,9 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.COVERS_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}{sliced}",
     C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
     "{sliced}; short by {short} GPUs: allowed pools are full",
+    C.KEPT_WHILE_MOVING: "{replicas} replicas on {gpus} GPUs in pool {pool}: kept this step while "
+    "{service}'s {added} new GPUs in pool {to} start up (it moves there, and lets these go at the "
+    "next decision): covers {service_note}{sliced}",
 }
 
 
@@ -241,16 +244,32 @@ class ReasonContext:
             )
         short = float(inp.svc_demand_steps[s, 0]) - float(self.svc_gpus0[s].sum())
         cause = C.SHORT_OF_FORECAST if short > EPS else C.COVERS_FORECAST
-        note = self.svc_notes[s]
+        moving_to = self._moving_to(s, p)
+        if moving_to is not None and cause == C.COVERS_FORECAST:
+            cause = C.KEPT_WHILE_MOVING
         return explain(
             cause,
             replicas=replicas,
-            gpus=f"{gpus:g}",
+            gpus=f"{gpus + 0.0:g}",  # + 0.0: a solver's -0.0 reads "0"
             pool=inp.pool_names[p],
-            service_note=note,
+            service_note=self.svc_notes[s],
             sliced=sliced,
             short=f"{short:.1f}",
+            service=inp.service_names[s],
+            added=f"{moving_to[1]:g}" if moving_to else "",
+            to=moving_to[0] if moving_to else "",
         )
+
+    def _moving_to(self, s: int, p: int) -> tuple[str, float] | None:
+        """(pool, GPUs) where service s adds the most GPUs in step 0 while it keeps replicas it
+        runs now in pool p and plans fewer there in block 1 (a move, kept until the new serve)."""
+        inp, gpus = self.inputs, self.plan.svc_gpus
+        if gpus.shape[2] < 2 or inp.svc_replicas_now[s, p] <= 0 or gpus[s, p, 1] >= gpus[s, p, 0] - EPS:
+            return None
+        added = self.svc_gpus0[s] - inp.svc_replicas_now[s] * inp.svc_gpr[s]
+        added[p] = 0.0
+        q = int(np.argmax(added))
+        return (inp.pool_names[q], float(added[q])) if added[q] > EPS else None
 
     def _other_job(self, j: int) -> dict[str, object]:
         inp = self.inputs

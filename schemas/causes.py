@@ -40,3 +40,4 @@ class DecisionCause(StrEnum):
     # services
     COVERS_FORECAST = "covers-forecast"
     SHORT_OF_FORECAST = "short-of-forecast"
+    KEPT_WHILE_MOVING = "kept-while-moving"  # old replicas serve until the new ones in another pool start
