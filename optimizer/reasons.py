@@ -74,7 +74,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
     "{sliced}; short by {short} GPUs: allowed pools are full",
     C.KEPT_WHILE_MOVING: "{replicas} replicas on {gpus} GPUs in pool {pool}: kept this step while "
-    "{service}'s {added} new GPUs in pool {to} start up (it moves there, and lets these go at the "
+    "{service}'s {added} new replicas in pool {to} start up (it moves there, and lets these go at the "
     "next decision): covers {service_note}{sliced}",
 }
 
@@ -256,20 +256,20 @@ class ReasonContext:
             sliced=sliced,
             short=f"{short:.1f}",
             service=inp.service_names[s],
-            added=f"{moving_to[1]:g}" if moving_to else "",
+            added=moving_to[1] if moving_to else 0,
             to=moving_to[0] if moving_to else "",
         )
 
-    def _moving_to(self, s: int, p: int) -> tuple[str, float] | None:
-        """(pool, GPUs) where service s adds the most GPUs in step 0 while it keeps replicas it
-        runs now in pool p and plans fewer there in block 1 (a move, kept until the new serve)."""
-        inp, gpus = self.inputs, self.plan.svc_gpus
-        if gpus.shape[2] < 2 or inp.svc_replicas_now[s, p] <= 0 or gpus[s, p, 1] >= gpus[s, p, 0] - EPS:
+    def _moving_to(self, s: int, p: int) -> tuple[str, int] | None:
+        """(pool, replicas) where service s adds the most replicas in step 0 while it keeps replicas
+        it runs now in pool p and plans fewer there in block 1 (a move, kept until the new serve)."""
+        inp, replicas = self.inputs, self.plan.svc_replicas
+        if replicas.shape[2] < 2 or inp.svc_replicas_now[s, p] <= 0 or replicas[s, p, 1] >= replicas[s, p, 0]:
             return None
-        added = self.svc_gpus0[s] - inp.svc_replicas_now[s] * inp.svc_gpr[s]
-        added[p] = 0.0
+        added = replicas[s, :, 0] - inp.svc_replicas_now[s]
+        added[p] = 0
         q = int(np.argmax(added))
-        return (inp.pool_names[q], float(added[q])) if added[q] > EPS else None
+        return (inp.pool_names[q], int(added[q])) if added[q] > 0 else None
 
     def _other_job(self, j: int) -> dict[str, object]:
         inp = self.inputs

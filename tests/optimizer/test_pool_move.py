@@ -19,12 +19,8 @@ def _cluster(startup_s: float, replicas: dict[str, int]) -> ClusterState:
     return state([pool("a", 8), pool("b", 8)], [job("pinned", 8, allowed_pools=["a"])], [chat])
 
 
-def _decide(cluster: ClusterState) -> tuple[dict[str, int], JobAction]:
-    replicas, action, _ = _decide_with_reasons(cluster)
-    return replicas, action
-
-
-def _decide_with_reasons(cluster: ClusterState) -> tuple[dict[str, int], JobAction, dict[str, str]]:
+def _decide(cluster: ClusterState) -> tuple[dict[str, int], JobAction, dict[str, str]]:
+    """Chat's replicas per pool, the job's action, and each decision's cause and reason."""
     decision = PlannerPolicy().decide(cluster, {"chat": forecast("chat", [8.0] * 96)}, NOW)
     replicas = {s.pool: s.replicas for s in decision.allocation.services}
     reasons = {s.pool: f"{s.cause}: {s.reason}" for s in decision.allocation.services}
@@ -33,7 +29,7 @@ def _decide_with_reasons(cluster: ClusterState) -> tuple[dict[str, int], JobActi
 
 
 def test_a_service_moves_at_once_when_its_replicas_start_at_once() -> None:
-    replicas, action = _decide(_cluster(startup_s=0.0, replicas={"a": 8}))
+    replicas, action, _ = _decide(_cluster(startup_s=0.0, replicas={"a": 8}))
     assert replicas.get("a", 0) == 0 and replicas["b"] == 8
     assert action == JobAction.RUN
 
@@ -41,13 +37,13 @@ def test_a_service_moves_at_once_when_its_replicas_start_at_once() -> None:
 def test_a_service_with_a_start_up_grows_in_the_new_pool_before_it_leaves_the_old() -> None:
     """Five minutes of start-up: the first decision starts chat's replicas in pool b and keeps
     those in a (the job waits a step); the next, with b's replicas running, leaves a to the job."""
-    replicas, action, reasons = _decide_with_reasons(_cluster(startup_s=300.0, replicas={"a": 8}))
+    replicas, action, reasons = _decide(_cluster(startup_s=300.0, replicas={"a": 8}))
     assert replicas == {"a": 8, "b": 8}
     assert action == JobAction.HOLD
     assert reasons["a"].startswith(f"{DecisionCause.KEPT_WHILE_MOVING}: 8 replicas on 8 GPUs in pool a")
-    assert "chat's 8 new GPUs in pool b start up" in reasons["a"]
+    assert "chat's 8 new replicas in pool b start up" in reasons["a"]
     assert reasons["b"].startswith(f"{DecisionCause.COVERS_FORECAST}: 8 replicas on 8 GPUs in pool b")
     assert reasons["job"].startswith(f"{DecisionCause.RESERVED_FOR_SERVICE}: held: pool a is reserved")
-    replicas, action = _decide(_cluster(startup_s=300.0, replicas={"a": 8, "b": 8}))
+    replicas, action, _ = _decide(_cluster(startup_s=300.0, replicas={"a": 8, "b": 8}))
     assert replicas.get("a", 0) == 0 and replicas["b"] == 8
     assert action == JobAction.RUN
