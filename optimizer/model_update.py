@@ -18,17 +18,11 @@ import numpy as np
 from optimizer.basis_carry import carried_indices
 from optimizer.config import PlannerConfig
 from optimizer.deadlines import margin_steps
-from optimizer.formulation import (
-    EntryChanges,
-    ModelStructure,
-    build_structure,
-    slots_match,
-    structure_key,
-    update_slots,
-)
+from optimizer.formulation import ModelStructure, build_structure, structure_key
 from optimizer.inputs import PlanInputs
 from optimizer.nodes import NodeHolds
 from optimizer.parameters import Parameters, fill_parameters
+from optimizer.slot_updates import EntryChanges, slots_match, update_slots
 from optimizer.slots import SlotTable, into_slots
 from optimizer.solve_highs import HighsSession, SolveOutcome
 

@@ -21,9 +21,10 @@ import highspy
 import numpy as np
 
 from optimizer.basis_carry import BASIC, LOWER, carried_status
-from optimizer.formulation import EntryChanges, ModelStructure
+from optimizer.formulation import ModelStructure
 from optimizer.live_part import ActivityBounds, Entries, column_entries, live_parts, positions, row_entries
 from optimizer.parameters import Parameters
+from optimizer.slot_updates import EntryChanges
 
 _STATUS = list(highspy.HighsBasisStatus.__members__.values())
 """HiGHS's basis statuses by value (kLower=0, kBasic=1, kUpper=2, kZero=3, kNonbasic=4)."""

@@ -16,10 +16,11 @@ from scenario_table import Job, Pool, Scenario, hold, preempt, run, run_scenario
 
 from optimizer.config import PlannerConfig
 from optimizer.deadlines import margin_steps, planned_deadline_step
-from optimizer.formulation import build_structure, update_slots
+from optimizer.formulation import build_structure
 from optimizer.inputs import build_inputs
 from optimizer.parameters import deadline_requirement, fill_parameters
 from optimizer.planner import PlannerPolicy
+from optimizer.slot_updates import update_slots
 from optimizer.solve_highs import HighsSession
 
 SCENARIOS = [

@@ -15,10 +15,11 @@ from optimizer_cases import NOW, day_curve, forecast, job, pool, service, state
 
 from optimizer.config import PlannerConfig
 from optimizer.deadlines import margin_steps
-from optimizer.formulation import build_structure, update_slots
+from optimizer.formulation import build_structure
 from optimizer.inputs import build_inputs
 from optimizer.parameters import deadline_requirement, fill_parameters
 from optimizer.pyomo_model import solve_with_pyomo
+from optimizer.slot_updates import update_slots
 from optimizer.solve_highs import HighsSession
 from schemas import ClusterState, JobStatus, PoolWindow
 
