@@ -111,6 +111,7 @@ class PlanInputs:
     job_restart_s: np.ndarray  # [J] wall seconds a (re)start costs the gang
     job_time_limit_s: np.ndarray  # [J] wall seconds the cluster lets one run last (0: no limit)
     job_ran_s: np.ndarray  # [J] wall seconds since a running job (re)started; inf: not running or unknown
+    job_waited_s: np.ndarray  # [J] wall seconds since a job not running was submitted; 0 for running jobs
     job_deadline_step: np.ndarray  # [J] first step at or after the deadline (horizon+1 if none)
     job_team: np.ndarray  # [J] team index
     job_priority_class: tuple[str, ...]
@@ -407,6 +408,7 @@ def _job_fields(
         "job_restart_s": restart_s,
         "job_time_limit_s": time_limit_s,
         "job_ran_s": _ran_s(jobs, now),
+        "job_waited_s": _waited_s(jobs, now),
         "job_deadline_step": _deadline_steps(specs, now, steps, step_s),
         "job_team": job_team,
         "job_priority_class": tuple([spec.priority_class for spec in specs]),
@@ -415,6 +417,14 @@ def _job_fields(
         "max_weight": float(weights.max()) if n_jobs else 1.0,
         "job_nodes": running_job_nodes(pools, jobs),
     }
+
+
+def _waited_s(jobs: Sequence[JobState], now: datetime) -> np.ndarray:
+    """[J] seconds since each job not running was submitted (a stopped job's wait counts from its
+    submission too); 0 for running jobs and for submissions stamped after ``now``."""
+    waited = [max((now - j.submitted_at).total_seconds(), 0.0) for j in jobs]
+    running = [j.status == JobStatus.RUNNING for j in jobs]
+    return np.where(running, 0.0, np.asarray(waited, dtype=float)).reshape(len(jobs))
 
 
 def _ran_s(jobs: Sequence[JobState], now: datetime) -> np.ndarray:

@@ -5,9 +5,10 @@ Part of pipeline stage 3 (update the model, optimizer/model_update.py).
 Everything that changes from step to step (demand at the SLO quantile, pool capacity, remaining
 work, running placements, weights, deadlines) lands here, on top of a fixed ModelStructure.
 The objective is minimised: value of priority-weighted work (earlier is worth more, and a job
-closer to done a little more: ``finish_share``) enters negatively; SLO shortfall, missing minimum
-replicas, preemption (work since the last checkpoint plus restart cost), interference (capacity on
-shared GPUs), scale-up churn, idle service GPUs and work left past a deadline enter positively.
+closer to done or waiting longer a little more: ``finish_share``) enters negatively; SLO
+shortfall, missing minimum replicas, preemption (work since the last checkpoint plus restart
+cost), interference (capacity on shared GPUs), scale-up churn, idle service GPUs and work left past
+a deadline enter positively.
 
 Deadlines (``deadline_requirement``): a job whose gang can still finish its remaining work by its
 deadline, running from now on, asks its deadline row for all of it, and each GPU-hour left past
@@ -51,10 +52,14 @@ def block_values(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
 
 
 def finish_share(inputs: PlanInputs, config: PlannerConfig) -> np.ndarray:
-    """[J] how much more a GPU-hour of each job is worth for being closer to done, as a share of
-    its weight (PlannerConfig.finish_bonus): among equal weights, the sooner done goes first."""
+    """[J] how much more a GPU-hour of each job is worth, as a share of its weight
+    (PlannerConfig.finish_bonus), by its response ratio: (waited + finish_hours) over (waited +
+    finish_hours + hours of work left). Among equal weights the sooner done goes first, and a job
+    that has waited goes before newer ones that would finish sooner, more the longer it waited
+    (highest response ratio next), so a stream of short jobs cannot hold a long one back forever."""
     hours_left = steps_of_work(inputs) * inputs.step_s / 3600.0
-    share: np.ndarray = config.finish_bonus * config.finish_hours / (config.finish_hours + hours_left)
+    head = config.finish_hours + inputs.job_waited_s / 3600.0
+    share: np.ndarray = config.finish_bonus * head / (head + hours_left)
     return share
 
 

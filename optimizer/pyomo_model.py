@@ -46,7 +46,8 @@ def job_value(inputs: PlanInputs, config: PlannerConfig, j: int, b: int) -> floa
     first, steps = float(inputs.blocks.first_step[b]), float(inputs.blocks.n_steps[b])
     mid = first + steps / 2.0
     hours_left = float(inputs.job_remaining_s[j]) / max(float(inputs.job_gang[j]), 1.0) / 3600.0
-    nearly_done = config.finish_bonus * config.finish_hours / (config.finish_hours + hours_left)
+    head = config.finish_hours + float(inputs.job_waited_s[j]) / 3600.0  # its response ratio
+    nearly_done = config.finish_bonus * head / (head + hours_left)
     weight = float(inputs.job_weight[j]) * (1.0 + nearly_done)
     return weight * (1.0 + config.earliness * (1.0 - mid / inputs.horizon_steps))
 

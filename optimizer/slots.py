@@ -172,6 +172,7 @@ def into_slots(inputs: PlanInputs, table: SlotTable, held_nodes: NodeHolds | Non
         job_restart_s=spread(inputs.job_restart_s, 0.0),
         job_time_limit_s=spread(inputs.job_time_limit_s, 0.0),
         job_ran_s=spread(inputs.job_ran_s, np.inf),
+        job_waited_s=spread(inputs.job_waited_s, 0.0),
         job_deadline_step=spread(inputs.job_deadline_step, inputs.horizon_steps + 1),
         job_team=job_team,
         job_priority_class=tuple(classes),
