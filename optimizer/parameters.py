@@ -103,6 +103,25 @@ def kept_demand(inputs: PlanInputs) -> np.ndarray:
     return need
 
 
+def held_later(inputs: PlanInputs) -> np.ndarray:
+    """[J, later blocks] GPUs a running job that cannot be preempted still holds in each later
+    block: its gang in every block that ends before its remaining work does (whole steps, by its
+    estimate), while its pool's capacity stays at least what it is now (a maintenance window may
+    take its nodes: there the plan decides), else 0. Without it the plan saw those GPUs free from
+    the next block on, and planned gangs there that step 0 could never start (overload-deadlines
+    at seed 23: two 8-GPU weight-8 jobs "planned to start" an hour ahead at every decision for 8
+    hours, never started)."""
+    blocks, gang, pool = inputs.blocks, inputs.job_gang, inputs.job_running_pool
+    ends_s = (blocks.first_step[1:] + blocks.n_steps[1:]) * float(inputs.step_s)
+    wall_s = inputs.job_remaining_s / np.maximum(gang, 1.0)
+    stuck = (pool >= 0) & ~inputs.job_preemptible & (inputs.job_remaining_s > 0)
+    avail = inputs.avail_blocks()
+    steady = np.logical_and.accumulate(avail[:, 1:] >= avail[:, :1] - 1e-9, axis=1)  # [P, later]
+    holds = stuck[:, None] & (ends_s[None, :] <= wall_s[:, None] + 1e-6) & steady[np.maximum(pool, 0)]
+    held: np.ndarray = np.where(holds, gang[:, None], 0.0)
+    return held
+
+
 def fill_parameters(structure: ModelStructure, inputs: PlanInputs, config: PlannerConfig) -> Parameters:
     cost = np.zeros(structure.n_cols)
     lower = np.zeros(structure.n_cols)
@@ -141,6 +160,7 @@ def _job_columns(
     lower[y0] = np.where(pinned, gang[j0], 0.0)
     cost[yb] = gain[:, 1:]
     upper[yb] = np.where(inputs.job_allowed.any(axis=1) & has_work, gang, 0.0)[:, None]
+    lower[yb] = held_later(inputs)
     # pre[j] counts preempted GPUs of the gang: lost work plus the disruption, per GPU
     per_gpu = np.maximum(gang, 1.0)
     cost[pre] = inputs.job_weight * (

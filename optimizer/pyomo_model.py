@@ -22,7 +22,7 @@ from pyomo.contrib.appsi.solvers import Highs as AppsiHighs
 from optimizer.config import PlannerConfig
 from optimizer.formulation import move_blocks
 from optimizer.inputs import PlanInputs
-from optimizer.parameters import kept_demand
+from optimizer.parameters import held_later, kept_demand
 
 HALL_SET_LIMIT = 24
 """Pool sets of jobs' allowed pools with a capacity row in later blocks (most GPUs first),
@@ -127,8 +127,10 @@ def _sets_and_variables(m: pyo.ConcreteModel, inputs: PlanInputs) -> None:
         pinned = run_pool[j] == p and not inputs.job_preemptible[j] and has_work[j]
         return (float(gang[j]) if pinned else 0.0, float(gang[j]) if movable else 0.0)
 
+    held = held_later(inputs)  # a running job that cannot be preempted holds its GPUs while it runs
+
     def yb_bounds(_m: pyo.ConcreteModel, j: int, b: int) -> tuple[float, float]:
-        return (0.0, float(gang[j]) if inputs.job_allowed[j].any() and has_work[j] else 0.0)
+        return (float(held[j, b - 1]), float(gang[j]) if inputs.job_allowed[j].any() and has_work[j] else 0.0)
 
     def pre_bounds(_m: pyo.ConcreteModel, j: int) -> tuple[float, float]:
         return (0.0, 1.0 if run_pool[j] >= 0 and inputs.job_preemptible[j] else 0.0)
