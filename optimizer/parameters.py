@@ -111,14 +111,14 @@ def held_later(inputs: PlanInputs) -> np.ndarray:
     the next block on, and planned gangs there that step 0 could never start (overload-deadlines
     at seed 23: two 8-GPU weight-8 jobs "planned to start" an hour ahead at every decision for 8
     hours, never started)."""
-    blocks, gang, pool = inputs.blocks, inputs.job_gang, inputs.job_running_pool
-    ends_s = (blocks.first_step[1:] + blocks.n_steps[1:]) * float(inputs.step_s)
-    wall_s = inputs.job_remaining_s / np.maximum(gang, 1.0)
+    blocks, pool = inputs.blocks, inputs.job_running_pool
+    block_end = blocks.first_step[1:] + blocks.n_steps[1:]  # [later] in steps from now
+    runs_through = block_end[None, :] <= steps_of_work(inputs)[:, None]  # [J, later]
     stuck = (pool >= 0) & ~inputs.job_preemptible & (inputs.job_remaining_s > 0)
     avail = inputs.avail_blocks()
     steady = np.logical_and.accumulate(avail[:, 1:] >= avail[:, :1] - 1e-9, axis=1)  # [P, later]
-    holds = stuck[:, None] & (ends_s[None, :] <= wall_s[:, None] + 1e-6) & steady[np.maximum(pool, 0)]
-    held: np.ndarray = np.where(holds, gang[:, None], 0.0)
+    holds = stuck[:, None] & runs_through & steady[np.maximum(pool, 0)]
+    held: np.ndarray = np.where(holds, inputs.job_gang[:, None], 0.0)
     return held
 
 
