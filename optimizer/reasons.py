@@ -69,6 +69,9 @@ TEMPLATES: dict[DecisionCause, str] = {
     "maintenance {before} (it runs {run_h} h{limit}; node(s) {nodes} go from {at}){held}; {when}",
     C.RESERVED_FOR_SERVICE: "held: pool {pool} is reserved for inference from {start} until {end}, "
     "most for {service_note}; {free} GPUs free now, its gang needs {gpus}{held}; {when}",
+    C.GANG_GOES_FIRST: "held: job {for_job} ({for_gpus} GPUs, weight {for_weight}) starts in pool {pool} "
+    "in its place: this job and the plan's other new starts would leave {idle} GPUs idle there, too few "
+    "for that gang, which keeps more weighted GPUs busy (its own weight {weight}); {when}; {pool_note}",
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
     C.COVERS_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}{sliced}",
     C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
@@ -368,6 +371,17 @@ class ReasonContext:
             return explain(C.NO_WORK_LEFT)
         numbers = self.job_numbers[j] | {"when": self._when(j), "held": self.held_for.get(j, "")}
         team = int(inp.job_team[j])
+        if j in self.plan.outcome.went_first:
+            gang, idle = self.plan.outcome.went_first[j]
+            p = int(self.plan.job_pool[gang, 0])
+            return explain(
+                C.GANG_GOES_FIRST,
+                **self._other_job(gang),
+                idle=f"{idle:.0f}",
+                pool=inp.pool_names[p],
+                pool_note=self.pool_notes[p],
+                **numbers,
+            )
         blocked = self.plan.outcome.blocked.get(j) or self._untried(j)
         if blocked.cause == C.TEAM_QUOTA:
             lent = borrowed(self.team_used0.tolist(), inp.team_quota.tolist())

@@ -3,10 +3,11 @@ which running jobs stay, which are preempted, which waiting jobs start.
 
 Running jobs the relaxed plan keeps (share of their gang at least the threshold) stay, and
 non-preemptible ones always stay (optimizer/step0_kept.py); the preemption bound is honoured by
-keeping the jobs the plan
-least wants out. Waiting jobs start in the order of their relaxed share, then idle GPUs are
-backfilled by weight. Every start is checked against the pool's free GPUs, its team's quota and,
-where the state reports them, its nodes (optimizer/nodes.py).
+keeping the jobs the plan least wants out. Waiting jobs start in the order of their relaxed share,
+then idle GPUs are backfilled by weight; where that leaves GPUs idle that a larger waiting gang
+would use in place of some new starts, step 0 is placed again with the gang first
+(optimizer/step0_promote.py). Every start is checked against the pool's free GPUs, its team's quota
+and, where the state reports them, its nodes (optimizer/nodes.py).
 
 A preemption must make room for something: the relaxed plan knows pools, not nodes, so it may stop
 small jobs for a gang that then does not fit on any node. Step 0 is therefore placed backfilling
@@ -55,6 +56,7 @@ from optimizer.quota import (
 )
 from optimizer.step0_kept import EPS, Plan0, kept_by_plan, withdraw_idle_preemptions
 from optimizer.step0_outcome import Blocked, Step0Outcome
+from optimizer.step0_promote import place_promoting
 from optimizer.stop_pays import StopRules, clearing_pays, stop_cost_gpu_s
 from schemas import DecisionCause
 
@@ -79,8 +81,9 @@ def round_step0(
     stopped = running & ~plan.keep
     if not stopped.any():
         budget = max_preemptions
-        placed = _place(inputs, plan, free0, svc_gpus0, budget, rules)
-        return placed.result()
+        return place_promoting(
+            inputs, lambda promote: _place(inputs, plan, free0, svc_gpus0, budget, rules, promote=promote)
+        ).result()
     # place backfilling only work above the stopped jobs' weight, to see which stops free GPUs
     # for something; withdraw the others and place again, until no stop is withdrawn (a kept job
     # moves where inference packs, so a gang the last placement started may no longer fit: its
@@ -93,7 +96,9 @@ def round_step0(
         if np.array_equal(keep, plan.keep):
             break
         plan = replace(plan, keep=keep)
-    return _place(inputs, plan, free0, svc_gpus0, budget, rules).result()
+    return place_promoting(
+        inputs, lambda promote: _place(inputs, plan, free0, svc_gpus0, budget, rules, promote=promote)
+    ).result()
 
 
 def _place(
@@ -105,16 +110,18 @@ def _place(
     rules: StopRules,
     *,
     backfill_above: float = -math.inf,
+    promote: tuple[int, ...] = (),
 ) -> _Step0:
     """Step 0 placement: the kept running jobs, then the plan's starts (clearing or holding nodes
     for a gang that fits none), then backfill of jobs weighing more than ``backfill_above``. Up to
     ``clear_budget`` more running jobs may be stopped to empty nodes for the plan's gangs (each
-    costing ``stop_cost_gpu_s``)."""
+    costing ``stop_cost_gpu_s``); the jobs in ``promote`` start before the plan's."""
     step0 = _Step0.empty(inputs, free0, clear_budget, rules)
     step0.place_kept(plan)
     step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
     step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
     step0.release_stopped(svc_gpus0)
+    step0.start_promoted(promote)
     step0.start_planned(plan)
     if max(step0.cap, default=0.0) >= 1.0:
         step0.backfill(plan, backfill_above)
@@ -432,13 +439,22 @@ class _Step0:
         held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
         self.holds[job_id] = (p, held)
 
+    def start_promoted(self, promote: tuple[int, ...]) -> None:
+        """Larger gangs placed before the plan's starts (optimizer/step0_promote.py), by their
+        weight on held nodes, counted as backfill of GPUs the plan leaves idle."""
+        for j in promote:
+            allowed = np.flatnonzero(self.inputs.job_allowed[j]).tolist()
+            pools = sorted(allowed, key=lambda p: (self.cap[p], p))  # best fit, as backfill
+            if self.try_start(j, pools, float(self.inputs.job_weight[j])):
+                self.outcome.backfilled.add(j)
+
     def start_planned(self, plan: Plan0) -> None:
         """Waiting jobs the plan starts now, by relaxed share, then weight, then those kept off nodes
         going out first; each in the plan's pools first, then any other allowed pool. The plan's
         own starts outrank any stop; one that fits no node clears nodes, else holds nodes of its
         pool (a reservation per blocked gang)."""
         inputs, share0 = self.inputs, plan.share0
-        waiting = ((inputs.job_running_pool < 0) & (self.remaining > 0)).nonzero()[0]
+        waiting = ((inputs.job_running_pool < 0) & (self.pool0 < 0) & (self.remaining > 0)).nonzero()[0]
         best = share0[waiting].max(axis=1) if waiting.size and share0.size else np.zeros(waiting.size)
         wanted = best > EPS
         chosen = waiting[wanted]

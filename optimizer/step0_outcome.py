@@ -26,6 +26,9 @@ class Step0Outcome:
     cleared_for: dict[int, int] = field(default_factory=dict)  # stopped job -> gang it made room for
     reclaimed_for: dict[int, int] = field(default_factory=dict)  # stopped borrower -> owner's job started
     backfilled: set[int] = field(default_factory=set)  # started by backfill, not by the plan
+    went_first: dict[int, tuple[int, float]] = field(
+        default_factory=dict
+    )  # waiting job -> (larger gang started in its place, GPUs it would have left idle)
     kept_by_bound: set[int] = field(default_factory=set)  # kept running only by the preemption bound
     no_room: set[int] = field(default_factory=set)  # kept, but its pool had no room left for it
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node

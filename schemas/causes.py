@@ -35,6 +35,7 @@ class DecisionCause(StrEnum):
     FRAGMENTATION = "fragmentation"  # enough GPUs free in the pool, on no node set that takes the gang
     NODES_HELD_FOR_GANG = "nodes-held-for-gang"  # the nodes that would take it drain for a gang
     NODES_GO_OUT = "nodes-go-out"  # the nodes that would take it go out for maintenance before it ends
+    GANG_GOES_FIRST = "gang-goes-first"  # a larger gang takes its GPUs: it would leave GPUs idle
     RESERVED_FOR_SERVICE = "reserved-for-service"  # inference holds the GPUs it would need
     POOL_FULL = "pool-full"
     # services
