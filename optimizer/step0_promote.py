@@ -27,7 +27,11 @@ from optimizer.inputs import PlanInputs
 from optimizer.step0_outcome import Step0Outcome
 
 EPS = 1e-6
-MAX_TRIES = 3  # placements tried per decision (each a whole step-0 placement)
+MAX_TRIES = 3
+"""Candidates placed again per decision at most: each is a whole step-0 placement. In
+``ebbtide bench-decisions``' mid case (200 jobs) 395 were placed in 200 decisions (111 kept), which
+took the decision p50 from 20.2 to 24.1 ms and p99 from 29.4 to 35.9 (target 50); the seed case
+(50 jobs) has none."""
 
 
 class Placement(Protocol):
