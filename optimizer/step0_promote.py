@@ -12,7 +12,9 @@ in place of two of them, waited 31 hours while its nodes were held.
 Such a gang is a candidate where it fits no pool now, but would in place of jobs step 0 starts now
 (not running before) of at most its weight and with no deadline; step 0 is placed again with it
 first, and the new placement is kept only if it runs more weighted GPUs (weight x GPUs summed over
-the jobs running in step 0) and stops no running job the first kept. The displaced jobs wait for the
+the jobs running in step 0), stops no running job the first kept and keeps out none of its new
+starts heavier than the gang or with a deadline (placed first, a gang may also take GPUs on nodes
+that other starts needed). The displaced jobs wait for the
 next GPUs to free (or backfill what is left). Pure.
 """
 
@@ -29,8 +31,8 @@ from optimizer.step0_outcome import Step0Outcome
 EPS = 1e-6
 MAX_TRIES = 3
 """Candidates placed again per decision at most: each is a whole step-0 placement. In
-``ebbtide bench-decisions``' mid case (200 jobs) 395 were placed in 200 decisions (111 kept), which
-took the decision p50 from 20.2 to 24.1 ms and p99 from 29.4 to 35.9 (target 50); the seed case
+``ebbtide bench-decisions``' mid case (200 jobs) 355 were placed in 200 decisions (82 kept), which
+took the decision p50 from 21.6 to 25.0 ms and p99 from 34.4 to 35.5 (target 50); the seed case
 (50 jobs) has none."""
 
 
@@ -53,7 +55,7 @@ def place_promoting(inputs: PlanInputs, place: Callable[[tuple[int, ...]], P]) -
     promoted: tuple[int, ...] = ()
     for j in promotion_candidates(inputs, first.pool0, first.cap):
         trial = place((*promoted, j))
-        if better(inputs, placed.pool0, trial.pool0):
+        if better(inputs, placed.pool0, trial.pool0, j):
             placed, promoted = trial, (*promoted, j)
     placed.outcome.went_first = went_first(inputs, first.pool0, first.cap, placed.pool0, promoted)
     return placed
@@ -64,14 +66,14 @@ def promotion_candidates(inputs: PlanInputs, pool0: np.ndarray, cap: list[float]
     its new starts of at most the gang's weight and without a deadline; heaviest, then largest first."""
     gang, weight = inputs.job_gang, inputs.job_weight
     new = (inputs.job_running_pool < 0) & (pool0 >= 0)
-    movable = new & (inputs.job_deadline_step > inputs.horizon_steps)
     waiting = (inputs.job_running_pool < 0) & (pool0 < 0) & (inputs.job_remaining_s > 0)
     out: list[int] = []
     for j in np.flatnonzero(waiting)[np.lexsort((-gang[waiting], -weight[waiting]))].tolist():
+        movable = new & gives_way(inputs, float(weight[j]))
         for p in np.flatnonzero(inputs.job_allowed[j]).tolist():
             if cap[p] + EPS >= gang[j] or cap[p] < 1.0:
                 continue  # it has the GPUs (nodes, quota or holds keep it out), or nothing idles
-            room = cap[p] + float(gang[movable & (pool0 == p) & (weight <= weight[j])].sum())
+            room = cap[p] + float(gang[movable & (pool0 == p)].sum())
             if room + EPS >= gang[j]:
                 out.append(j)
                 break
@@ -84,10 +86,19 @@ def weighted_gpus(inputs: PlanInputs, pool0: np.ndarray) -> float:
     return float((inputs.job_weight[running] * inputs.job_gang[running]).sum())
 
 
-def better(inputs: PlanInputs, first: np.ndarray, trial: np.ndarray) -> bool:
-    """``trial`` runs more weighted GPUs than ``first`` and stops no running job ``first`` kept."""
+def gives_way(inputs: PlanInputs, weight: float) -> np.ndarray:
+    """[J] jobs a gang of ``weight`` may start in place of: at most its weight, no deadline in the horizon."""
+    return (inputs.job_weight <= weight) & (inputs.job_deadline_step > inputs.horizon_steps)
+
+
+def better(inputs: PlanInputs, first: np.ndarray, trial: np.ndarray, gang_job: int) -> bool:
+    """``trial`` (with ``gang_job`` placed first) runs more weighted GPUs than ``first``, stops no
+    running job ``first`` kept and keeps out no start of ``first`` that does not give way to it."""
     was_running = inputs.job_running_pool >= 0
     if (was_running & (first >= 0) & (trial < 0)).any():
+        return False
+    held_back = ~was_running & (first >= 0) & (trial < 0)
+    if (held_back & ~gives_way(inputs, float(inputs.job_weight[gang_job]))).any():
         return False
     return weighted_gpus(inputs, trial) > weighted_gpus(inputs, first) + EPS
 

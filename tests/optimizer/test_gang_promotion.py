@@ -7,10 +7,18 @@ their gangs beside a lighter whole gang."""
 
 from __future__ import annotations
 
+import numpy as np
 from optimizer_cases import NOW, job, pool, state
 
+from optimizer.config import PlannerConfig
+from optimizer.inputs import build_inputs
 from optimizer.planner import PlannerPolicy
+from optimizer.step0 import round_step0
+from optimizer.stop_pays import StopRules
 from schemas import DecisionCause, JobAction, JobDecision, JobState
+
+CONFIG = PlannerConfig()
+RULES = StopRules(CONFIG.min_run_s, CONFIG.preemption_penalty_gpu_h * 3600.0, CONFIG.earliness)
 
 
 def _decide(*small: JobState) -> dict[str, JobDecision]:
@@ -56,3 +64,23 @@ def test_the_plan_stands_where_nothing_idles_or_the_starts_weigh_more() -> None:
     assert full == {"s1": 10, "s2": 10}
     assert heavier == {"s1": 6, "s2": 6}
     assert due == {"s1": 6, "s2": 6}
+
+
+def test_a_start_with_a_deadline_is_never_kept_out() -> None:
+    """The plan starts m1 (6 GPUs), d1 (6, due in 10 hours) and x (4) on 20 GPUs, and 4 idle; the
+    10-GPU gang fits in place of m1 and x, but placed first it leaves m1 the room d1 needed (starts go
+    in the plan's order). It would run more weighted GPUs (20 against 16), but d1 has a deadline:
+    the plan stands."""
+    jobs = [
+        job("big", 10, hours=40.0),
+        job("m1", 6, hours=20.0),
+        job("d1", 6, hours=8.0, deadline_hours=10.0),
+        job("x", 4, hours=20.0),
+    ]
+    inputs = build_inputs(state([pool("a", 20)], jobs, []), {}, NOW, CONFIG)
+    share0 = np.zeros((inputs.n_jobs, inputs.n_pools))
+    for name in ("m1", "d1", "x"):
+        share0[inputs.job_ids.index(name), 0] = 1.0
+    share = np.repeat(share0, inputs.blocks.count, axis=1)
+    pool0, _, _, _ = round_step0(inputs, np.array([20.0]), np.zeros(1), share0, share, 0.5, 8, rules=RULES)
+    assert {name for j, name in enumerate(inputs.job_ids) if pool0[j] >= 0} == {"m1", "d1", "x"}
