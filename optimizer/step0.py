@@ -79,23 +79,20 @@ def round_step0(
     plan = kept_by_plan(inputs, share0, share, threshold, max_preemptions, free0, rules)
     running = inputs.job_running_pool >= 0
     stopped = running & ~plan.keep
-    if not stopped.any():
-        budget = max_preemptions
-        return place_promoting(
-            inputs, lambda promote: _place(inputs, plan, free0, svc_gpus0, budget, rules, promote=promote)
-        ).result()
-    # place backfilling only work above the stopped jobs' weight, to see which stops free GPUs
-    # for something; withdraw the others and place again, until no stop is withdrawn (a kept job
-    # moves where inference packs, so a gang the last placement started may no longer fit: its
-    # stops are then withdrawn too); then place with full backfill
-    above = float(inputs.job_weight[stopped].min())
-    while True:
-        budget = max(max_preemptions - int((running & ~plan.keep).sum()), 0)
-        first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
-        keep = withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
-        if np.array_equal(keep, plan.keep):
-            break
-        plan = replace(plan, keep=keep)
+    budget = max_preemptions
+    if stopped.any():
+        # place backfilling only work above the stopped jobs' weight, to see which stops free GPUs
+        # for something; withdraw the others and place again, until no stop is withdrawn (a kept
+        # job moves where inference packs, so a gang the last placement started may no longer fit:
+        # its stops are then withdrawn too); then place with full backfill
+        above = float(inputs.job_weight[stopped].min())
+        while True:
+            budget = max(max_preemptions - int((running & ~plan.keep).sum()), 0)
+            first = _place(inputs, plan, free0, svc_gpus0, budget, rules, backfill_above=above)
+            keep = withdraw_idle_preemptions(inputs, plan.keep, plan.run_share, first)
+            if np.array_equal(keep, plan.keep):
+                break
+            plan = replace(plan, keep=keep)
     return place_promoting(
         inputs, lambda promote: _place(inputs, plan, free0, svc_gpus0, budget, rules, promote=promote)
     ).result()
