@@ -68,12 +68,12 @@ GONE_REMEMBERED = 100_000
 """How many forgotten (gone) job ids the fold keeps, so their replays are told from unknown jobs."""
 DEFAULT_HISTORY_STEPS = 21 * 96
 """Demand history kept per service: three weeks of 15-minute steps. The forecaster's weekly
-candidates need it (MSTL daily + weekly needs 15 days before its first inner origin, and a
-candidate is chosen only when scored on 3 or more). On GenTD26's busy GPUs (`ebbtide forecast
-backtest --window-days N`), forecasting from only the last 7 days (the default until then) scored
-1.304 relative MAE, worse than seasonal naive, with 90% coverage 0.847 over 9 daily origins; from
-the last 21 days 0.730 and 0.899 on the 7 origins every model forecasts from (the whole past: 0.727
-and 0.917). ``tests/forecaster/test_history_window.py`` checks a weekly pattern is learned from it."""
+candidates need it (MSTL daily + weekly is a candidate from 15 days, and a candidate is chosen
+only when scored on 3 or more origins). On GenTD26's busy GPUs (`ebbtide forecast backtest
+--window-days N`), forecasting from only the last 7 days (the default until then) scored 1.304
+relative MAE, worse than seasonal naive, with 90% coverage 0.847 over 9 daily origins; from the last
+21 days 0.686 and 0.901 on the 8 origins every model forecasts from (the whole past: 0.683 and
+0.917). ``tests/forecaster/test_history_window.py`` checks a weekly pattern is learned from it."""
 _GONE = {JobEventKind.FINISHED, JobEventKind.FAILED, JobEventKind.CANCELLED}
 # Order of kinds at the same instant: a job can be submitted, started, and preempted in one step.
 _KIND_ORDER = {

@@ -73,7 +73,7 @@ def test_seasonal_naive_scores_exactly_one_relative_to_itself() -> None:
 
 
 def test_every_model_is_scored_on_the_same_origins() -> None:
-    # 16 days: MSTL needs 15 before it forecasts, so the first origins have no MSTL forecast
+    # MSTL needs 15 days to be a candidate, so the first origins have no MSTL forecast
     result = rolling_origin_backtest(
         synthetic_hourly(18, seed=5), step_s=3600, min_history_days=9, max_origins=4
     )
