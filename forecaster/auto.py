@@ -3,7 +3,8 @@ expensive part, run on a cadence) and forecast cheaply from the fitted model (``
 run every loop step). ``forecast`` does both in one call. Pure.
 
 Sub-hourly steps that divide an hour are averaged to hourly steps (the daily season is then 24
-model steps, the weekly 168) and the hourly curves are interpolated back to the step size.
+model steps, the weekly 168) and the hourly curves are interpolated back to the step size, from
+the last observed hour on.
 Histories too short for an inner backtest fall back to seasonal naive (or, under a day, the last
 value) with wider bands, and say so in ``DemandForecast.degraded_reason``. Every step-time
 forecast follows a level shift the model has not learned (forecaster/level_shift.py).
@@ -188,13 +189,21 @@ def predict_following_shifts(
         center = model.predict(z, horizon, model_steps_since_fit)
     else:
         center = shifted_forecast(model, z, horizon, shift, steps_since_fit=model_steps_since_fit)
-    return _quantile_curves(fitted, center, horizon, horizon_steps), shift
+    return _quantile_curves(fitted, center, horizon, horizon_steps, observed_z=float(z[-1])), shift
 
 
 def _quantile_curves(
-    fitted: ServiceModel, center: Array, horizon: int, horizon_steps: int
+    fitted: ServiceModel, center: Array, horizon: int, horizon_steps: int, *, observed_z: float
 ) -> dict[str, list[float]]:
-    """The calibrated bands around ``center`` (sqrt space, model steps), in busy GPUs per step."""
+    """The calibrated bands around ``center`` (sqrt space, model steps), in busy GPUs per step.
+
+    Sub-hourly steps are interpolated between model-step centres starting from the last observed
+    model step (``observed_z``, centred half a model step before now, with the first forecast
+    step's band offsets), so the first half hour follows the curve from what was just observed
+    instead of holding the first forecast hour's mean: on a noise-free daily curve at 15-minute
+    steps, rising 7 GPUs an hour at 08:00, the current step's p50 was 2.6 GPUs off and is now 0.1;
+    on the bench's diurnal scenario the current step's p50 error (busy GPUs, mean over its
+    decisions) went from 2.12, against 1.25-1.35 for the next steps, to 1.26."""
     per = fitted.per_model_step
     keys = sorted(fitted.calibrated.offsets, key=lambda k: QUANTILE_LEVELS[k])
     curves = []
@@ -202,14 +211,14 @@ def _quantile_curves(
         offset = fitted.calibrated.offsets[key]
         if offset.size < horizon:
             offset = np.concatenate([offset, np.full(horizon - offset.size, offset[-1])])
-        curves.append(from_model_space(center + offset[:horizon]))
+        curves.append(from_model_space(np.concatenate([[observed_z], center]) + offset[np.r_[0, :horizon]]))
     stacked = np.maximum.accumulate(np.vstack(curves), axis=0)  # monotone in the level
     if per > 1:
         positions = (np.arange(horizon_steps) + 0.5) / per
-        centers = np.arange(horizon) + 0.5
+        centers = np.arange(-1, horizon) + 0.5
         stacked = np.vstack([np.interp(positions, centers, row) for row in stacked])
     else:
-        stacked = stacked[:, :horizon_steps]
+        stacked = stacked[:, 1 : horizon_steps + 1]
     stacked = np.clip(np.nan_to_num(stacked, nan=0.0, posinf=0.0), 0.0, MAX_DEMAND_GPUS)
     return {key: stacked[i].tolist() for i, key in enumerate(keys)}
 

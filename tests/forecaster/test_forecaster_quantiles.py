@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from forecaster_synthetic import T0, synthetic_hourly
+from forecaster_synthetic import T0, daily_curve, synthetic_hourly
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,3 +60,18 @@ def test_sub_hourly_steps_are_forecast_at_the_step_size() -> None:
     _check(result, 96)
     assert result.step_s == 900
     assert result.degraded_reason is None
+
+
+def test_the_first_sub_hourly_steps_follow_the_curve_from_the_last_observed_hour() -> None:
+    """A noise-free daily curve at 15-minute steps, forecast at 08:00 on its morning rise (7 GPUs
+    an hour): the current step is forecast within 0.5 GPUs of the truth and rises into the next,
+    instead of holding the first forecast hour's mean for half an hour (2.6 GPUs off)."""
+    step_s, per_day, end = 900, 96, 10 * 96 + 32
+    values = 4.0 * daily_curve(np.arange(end + 4) * step_s / 3600.0)
+    history, truth = values[:end], values[end:]
+    result = forecast(
+        history.tolist(), cluster="c", service="s", step_s=step_s, horizon_steps=per_day, issued_at=T0
+    )
+    p50 = result.quantiles["p50"]
+    assert abs(p50[0] - truth[0]) < 0.5 < abs(float(truth.mean()) - truth[0])
+    assert p50[0] < p50[1] < p50[2]
