@@ -48,7 +48,7 @@ class Model(Protocol):
         """History an inner-backtest origin needs for the model to forecast from it: at most
         ``min_history`` (what it needs to be a candidate), less where it fits fewer seasons on a
         shorter past (Mstl)."""
-        ...
+        return self.min_history(day)
 
     def fit(self, z: Array, day: int) -> Fitted: ...
 
@@ -74,15 +74,12 @@ class _Stateless:
         return self.model.rule(z, self.day, horizon)
 
 
-class _RuleModel:
+class _RuleModel(Model):
     name = "rule"
     refit_each_origin = True
 
     def min_history(self, day: int) -> int:
         raise NotImplementedError
-
-    def min_origin_history(self, day: int) -> int:
-        return self.min_history(day)
 
     def rule(self, z: Array, day: int, horizon: int) -> Array:
         raise NotImplementedError
@@ -177,7 +174,7 @@ class _FittedHoltWinters:
         return np.asarray(result.forecast(horizon), dtype=float)
 
 
-class HoltWinters:
+class HoltWinters(Model):
     """statsmodels exponential smoothing with an additive daily season (no trend: a trend
     extrapolated a day ahead overshoots on ramps). Parameters are estimated at ``fit``; ``predict``
     re-filters the latest window with them (a few ms)."""
@@ -188,9 +185,6 @@ class HoltWinters:
 
     def min_history(self, day: int) -> int:
         return 3 * day
-
-    def min_origin_history(self, day: int) -> int:
-        return self.min_history(day)
 
     def fit(self, z: Array, day: int) -> Fitted:
         from statsmodels.tsa.holtwinters import ExponentialSmoothing
@@ -228,7 +222,7 @@ class _FittedMstl:
         return level + self.seasonal(ahead)
 
 
-class Mstl:
+class Mstl(Model):
     """statsmodels MSTL daily + weekly decomposition; the forecast is the last seasonal cycles
     plus the mean seasonally adjusted level of the last day. A candidate from 15 days. The
     decomposition is robust (statsmodels' outlier weights, its default 15 passes): a day far off

@@ -26,9 +26,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 
 from optimizer.inputs import PlanInputs
+from optimizer.step0_kept import EPS
 from optimizer.step0_outcome import Step0Outcome
 
-EPS = 1e-6
 MAX_TRIES = 3
 """Candidates placed again per decision at most: each is a whole step-0 placement. In
 ``ebbtide bench-decisions``' mid case (200 jobs) 355 were placed in 200 decisions (82 kept), which
