@@ -20,6 +20,13 @@ A running job the plan wants out (share below the run threshold) is stopped only
   weight x (its work since the last checkpoint + its restart + the preemption penalty), plus the
   starters' weight x their start-up on those GPUs.
 
+A stop that pays waits for the job's next checkpoint where that comes before the next decision (its
+interval less the wall time its work since the last checkpoint took): stopped then, the job loses
+none of its work since the checkpoint. It waits unless the starts lose more by one step's wait (the
+value of their W sooner less that of W - a step) than that work is worth at the job's weight, and
+never where a deadline is at stake. Node clearing waits the same way for victims that checkpoint
+within the step (against the step the gang would wait and the GPUs idling for it meanwhile).
+
 The stops are judged the cheapest first (weight x work since checkpoint): a stop saves no wait
 where the GPUs idle now and those of the stops already found to pay cover the starts it would make
 room for (``saved_wait_s``), so one start's wait or deadline does not pay for every job the plan
@@ -103,7 +110,29 @@ def _pays(
     gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness) + deadline_gain
     cost = float(stop_cost_gpu_s(inputs, rules)[j])
     cost += starter_weight * starter_startup_s * gpus
-    return gain > cost
+    if gain <= cost:
+        return False
+    if deadline_gain > 0 or not checkpoints_before_next_decision(inputs, j):
+        return True
+    # it checkpoints before the next decision: stopped then, it loses none of its work since the
+    # last checkpoint, and the heavier starts wait one step more
+    step_later = max(wait_s - inputs.step_s, 0.0)
+    later_gain = value_of_sooner(heavier_by, gpus, step_later, horizon_s, rules.earliness)
+    return float(weight[j]) * float(since_checkpoint_gpu_s(inputs)[j]) <= gain - later_gain
+
+
+def since_checkpoint_gpu_s(inputs: PlanInputs) -> np.ndarray:
+    """[J] the work each job would lose if stopped now (since its last checkpoint), GPU-seconds."""
+    lost: np.ndarray = np.maximum(inputs.job_lost_gpu_s - inputs.job_restart_s * inputs.job_gang, 0.0)
+    return lost
+
+
+def checkpoints_before_next_decision(inputs: PlanInputs, j: int) -> bool:
+    """Whether running job j writes its next checkpoint within a step (by its checkpoint interval
+    less the wall time its work since the last checkpoint took)."""
+    gang = max(float(inputs.job_gang[j]), 1.0)
+    to_next_s = float(inputs.job_checkpoint_s[j]) - float(since_checkpoint_gpu_s(inputs)[j]) / gang
+    return bool(np.isfinite(to_next_s)) and to_next_s <= inputs.step_s
 
 
 def stop_cost_gpu_s(inputs: PlanInputs, rules: StopRules) -> np.ndarray:
@@ -191,13 +220,26 @@ def clearing_pays(
     gpus = min(float(gang[gang_job]), victim_gpus)
     horizon_s = inputs.blocks.horizon_s
     heavier_by = max(float(weight[gang_job]) - victim_weight, 0.0)
-    gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness)
-    gain += victim_weight * (float(gang[gang_job]) - gpus) * wait_s  # held idle while the nodes drain
+    idle_gpus = float(gang[gang_job]) - gpus  # held idle while the nodes drain
+
+    def gain_by(wait: float) -> float:
+        sooner = value_of_sooner(heavier_by, gpus, wait, horizon_s, rules.earliness)
+        return sooner + victim_weight * idle_gpus * wait
+
+    gain = gain_by(wait_s)
     in_reach = deadline_in_reach(inputs)
+    late_gain = 0.0
     if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
-        gain += _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
+        late_gain = _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
     cost = float(stop_cost_gpu_s(inputs, rules)[victims].sum())
-    return gain > cost  # (the gang's start-up is paid whether it starts now or after the wait)
+    if gain + late_gain <= cost:  # (the gang's start-up is paid whether it starts now or after the wait)
+        return False
+    soon = [v for v in victims if checkpoints_before_next_decision(inputs, v)]
+    if late_gain > 0 or not soon:
+        return True
+    # victims that checkpoint before the next decision lose none of their work then
+    saved = float((weight[soon] * since_checkpoint_gpu_s(inputs)[soon]).sum())
+    return saved <= gain - gain_by(max(wait_s - inputs.step_s, 0.0))
 
 
 def saved_wait_s(

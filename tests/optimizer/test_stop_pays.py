@@ -12,7 +12,7 @@ from scenario_table import Job, Pool, Scenario, build_state, hold, preempt, run,
 
 from optimizer.config import PlannerConfig
 from optimizer.inputs import PlanInputs, build_inputs
-from optimizer.stop_pays import StopRules, natural_wait_s, stops_that_do_not_pay
+from optimizer.stop_pays import StopRules, clearing_pays, natural_wait_s, stops_that_do_not_pay
 
 RULES = StopRules(min_run_s=1800.0, penalty_gpu_s=360.0, earliness=0.75)
 
@@ -134,6 +134,42 @@ def test_no_stop_of_a_job_that_ends_soon_by_itself() -> None:
     ending = Job("victim", 1, hours=0.5, running_in="a", started_min_ago=120.0)
     assert _kept((*_full_pool(ending, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
     assert not _kept((*_full_pool(LONG_VICTIM, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
+
+
+def _checkpointing_victim(gpus: int, since_gpu_s: float, *, interval_s: float, hours: float = 10.0) -> Job:
+    return Job(
+        "victim",
+        gpus,
+        hours=hours,
+        running_in="a",
+        since_checkpoint_gpu_s=since_gpu_s,
+        checkpoint_interval_s=interval_s,
+    )
+
+
+def test_a_stop_waits_for_a_checkpoint_within_the_step() -> None:
+    # 1,500 of the victim's 1,800 s between checkpoints are done: stopped at the next decision it
+    # loses none of them. A weight-2 start that would wait 10 h gains 1 x 1 GPU x 10 h x 0.75 x
+    # 10/24 = 11,250 GPU-s, more than the stop costs now (1,500 + 360), but waiting the one step
+    # costs it only 556: the stop waits. A weight-10 start loses 5,006 by that step: stopped now
+    victim = _checkpointing_victim(1, 1500.0, interval_s=1800.0)
+    assert _kept((*_full_pool(victim, 10.0), Job("heavier", 1, weight=2.0)), {"heavier": 1.0})
+    assert not _kept((*_full_pool(victim, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
+    # its next checkpoint 35 min away (an hour between them): the stop does not wait for it
+    later = _checkpointing_victim(1, 1500.0, interval_s=3600.0)
+    assert not _kept((*_full_pool(later, 10.0), Job("heavier", 1, weight=2.0)), {"heavier": 1.0})
+
+
+def test_node_clearing_waits_for_a_checkpoint_within_the_step() -> None:
+    # an 8-GPU weight-1 victim fills the node a weight-3 gang of 8 needs (no GPU idles while it
+    # waits); the gang would wait 6 h: clearing gains 2 x 8 GPUs x 6 h x 0.75 x 6/24 = 64,800
+    # GPU-s against 12,000 lost since the checkpoint and 2,880 of penalty, but the victim
+    # checkpoints within the step and a step's wait costs the gang 5,288: the clearing waits
+    for interval_s, clears in ((1800.0, False), (3600.0, True)):
+        victim = _checkpointing_victim(8, 12000.0, interval_s=interval_s, hours=6.0)
+        inputs = _inputs((victim, Job("gang", 8, weight=3.0, hours=2.0)))
+        gang, hit = inputs.job_ids.index("gang"), inputs.job_ids.index("victim")
+        assert clearing_pays(inputs, gang, [hit], 6 * 3600.0, RULES) is clears
 
 
 ONE_NODE = Pool("a", 8)
