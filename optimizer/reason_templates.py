@@ -59,7 +59,7 @@ TEMPLATES: dict[DecisionCause, str] = {
     C.POOL_FULL: "held: {when}; needs a gang of {gpus} GPUs{held}; {pool_note}",
     C.COVERS_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}{sliced}",
     C.SHORT_OF_FORECAST: "{replicas} replicas on {gpus} GPUs in pool {pool}: covers {service_note}"
-    "{sliced}; short by {short} GPUs: allowed pools are full",
+    "{sliced}; short by {short} GPUs: {pool_note}",
     C.KEPT_WHILE_MOVING: "{replicas} replicas on {gpus} GPUs in pool {pool}: kept this step while "
     "{service}'s {added} new replicas in pool {to} start up (it moves there, and lets these go at the "
     "next decision): covers {service_note}{sliced}",

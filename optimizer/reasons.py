@@ -195,6 +195,7 @@ class ReasonContext:
             service_note=self.svc_notes[s],
             sliced=sliced,
             short=f"{short:.1f}",
+            pool_note=self.pool_notes[p],
             service=inp.service_names[s],
             added=moving_to[1] if moving_to else 0,
             to=moving_to[0] if moving_to else "",

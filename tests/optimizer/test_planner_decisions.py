@@ -108,6 +108,21 @@ SCENARIOS = [
         want_services={"chat": Serve(gpus_at_least=6.0, says=("forecast p90 = 6.0",))},
     ),
     Scenario(
+        # a job that cannot be preempted holds 6 of the 8 GPUs: chat, forecast at 4, gets 2, and
+        # its reason says what holds the pool rather than only that it is full
+        "a-service-short-of-its-forecast-says-what-holds-its-pool",
+        pools=(Pool("a", 8),),
+        services=(Service("chat", replicas={"a": 2}, forecast=(4.0,) * 96),),
+        jobs=(Job("pinned", 6, hours=10.0, running_in="a", preemptible=False),),
+        want_jobs={"pinned": run("a")},
+        want_services={
+            "chat": Serve(
+                gpus=2.0,
+                says=("short by 2.0 GPUs: pool a: 8 GPUs in service", "6 held by running jobs", "0 free"),
+            )
+        },
+    ),
+    Scenario(
         # quotas as a cap: the GPUs no quota covers are not lent (PlannerConfig.lend_outside_quotas)
         "quota-holds-a-job-and-says-so",
         pools=(Pool("a", 32),),
