@@ -13,7 +13,7 @@ C = DecisionCause
 _JOB = "({gpus} GPUs, weight {weight}, class {cls}); {left_h} GPU-h left{deadline}"
 _LOSES = "loses {lost_h} GPU-h (since checkpoint plus restart)"
 TEMPLATES: dict[DecisionCause, str] = {
-    C.KEEPS_RUNNING: "run: keeps running in pool {pool} " + _JOB,
+    C.KEEPS_RUNNING: "run: keeps running in pool {pool} " + _JOB + "{waits}",
     C.NOT_PREEMPTIBLE: "run: keeps running in pool {pool}, not preemptible " + _JOB,
     C.PREEMPTION_BOUND: "run: keeps running in pool {pool} " + _JOB + "; the plan would stop it "
     "(share {share}) but at most {bound} jobs are preempted per step",

@@ -231,7 +231,13 @@ class ReasonContext:
         if j in outcome.kept_by_bound:
             share = _share(self.plan.job_share0[j, p])
             return explain(C.PREEMPTION_BOUND, share=share, bound=outcome.preemption_bound, **numbers)
-        return explain(C.KEEPS_RUNNING, **numbers)
+        waits = ""
+        if j in outcome.awaiting_checkpoint:
+            waits = (
+                "; the plan would stop it, but the stop waits for the checkpoint it writes within the step "
+                f"(stopped now it would lose {numbers['lost_h']} GPU-h since its checkpoint plus restart)"
+            )
+        return explain(C.KEEPS_RUNNING, waits=waits, **numbers)
 
     def preempt_reason(self, j: int) -> Reason:
         inp, plan = self.inputs, self.plan

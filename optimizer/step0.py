@@ -116,6 +116,7 @@ def _place(
     step0 = _Step0.empty(inputs, free0, clear_budget, rules)
     step0.place_kept(plan)
     step0.outcome.kept_by_bound = {j for j in plan.by_bound if step0.pool0[j] >= 0}
+    step0.outcome.awaiting_checkpoint = {j for j in plan.awaiting_checkpoint if step0.pool0[j] >= 0}
     step0.outcome.preemption_bound = clear_budget + int(((inputs.job_running_pool >= 0) & ~plan.keep).sum())
     step0.release_stopped(svc_gpus0)
     step0.start_promoted(promote)

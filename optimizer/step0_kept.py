@@ -16,7 +16,7 @@ import numpy as np
 from optimizer.inputs import PlanInputs
 from optimizer.quota import fits_cohort
 from optimizer.step0_outcome import Step0Outcome
-from optimizer.stop_pays import StopRules, stops_that_do_not_pay
+from optimizer.stop_pays import StopRules, judge_stops
 
 EPS = 1e-6
 
@@ -43,6 +43,7 @@ class Plan0:
     pinned: np.ndarray  # [J] running and not preemptible
     fresh: np.ndarray  # [J] running for less than the minimum run: never stopped for other jobs
     by_bound: frozenset[int] = frozenset()  # running jobs kept only by the preemption bound
+    awaiting_checkpoint: frozenset[int] = frozenset()  # kept: the stop waits for a checkpoint in the step
 
 
 def kept_by_plan(
@@ -63,7 +64,8 @@ def kept_by_plan(
     pinned = running & ~inputs.job_preemptible
     wants_out = (running & ~pinned & (run_share < threshold)).nonzero()[0]
     keep = running & ((run_share >= threshold) | pinned)
-    unpaid = stops_that_do_not_pay(inputs, share0, wants_out, free0, rules)
+    judged = judge_stops(inputs, share0, wants_out, free0, rules)
+    unpaid = judged.kept
     keep[unpaid] = True
     wants_out = np.setdiff1d(wants_out, unpaid)
     over_bound = max(wants_out.size - max_preemptions, 0)
@@ -74,7 +76,7 @@ def kept_by_plan(
         keep[by_share[:over_bound]] = True
         by_bound = frozenset(by_share[:over_bound].tolist())
     fresh = running & (inputs.job_ran_s < rules.min_run_s)
-    return Plan0(share0, share, keep, run_share, pinned, fresh, by_bound)
+    return Plan0(share0, share, keep, run_share, pinned, fresh, by_bound, judged.awaiting_checkpoint)
 
 
 def withdraw_idle_preemptions(

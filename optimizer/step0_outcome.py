@@ -30,6 +30,7 @@ class Step0Outcome:
         default_factory=dict
     )  # waiting job -> (larger gang started in its place, GPUs it would have left idle)
     kept_by_bound: set[int] = field(default_factory=set)  # kept running only by the preemption bound
+    awaiting_checkpoint: set[int] = field(default_factory=set)  # kept: its stop waits for a checkpoint
     no_room: set[int] = field(default_factory=set)  # kept, but its pool had no room left for it
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node
     held_for: list[dict[int, int]] = field(default_factory=list)  # per pool: held node -> gang job

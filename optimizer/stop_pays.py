@@ -68,35 +68,51 @@ class StopRules:
     """Price of a GPU-hour left past a deadline, per unit of the largest weight x (1 + earliness)."""
 
 
-def stops_that_do_not_pay(
+@dataclass(frozen=True)
+class StopJudgement:
+    """What the rule made of the stops the plan asks for."""
+
+    kept: np.ndarray  # the jobs whose stop does not pay (yet): to be kept running
+    awaiting_checkpoint: frozenset[int]  # of them, those whose stop waits for a checkpoint within the step
+
+
+def judge_stops(
     inputs: PlanInputs, share0: np.ndarray, wants_out: np.ndarray, free0: np.ndarray, rules: StopRules
-) -> np.ndarray:
+) -> StopJudgement:
     """The jobs of ``wants_out`` (running, preemptible, the plan's share below the threshold)
     whose stop does not pay (see the module): to be kept running. ``free0`` [P]: GPUs left for
     jobs in step 0 after the services."""
-    if wants_out.size == 0:
-        return wants_out
+    stopping = np.zeros(inputs.n_jobs, dtype=bool)
+    waiting: set[int] = set()
     # the cheapest stops are judged first; one whose starts the earlier ones already make room for
     # saves no wait (saved_wait_s), so two stops are not both paid for by the same start's wait
     cost = inputs.job_weight * inputs.job_lost_gpu_s
-    stopping = np.zeros(inputs.n_jobs, dtype=bool)
     for j in wants_out[np.lexsort((wants_out, cost[wants_out]))].tolist():
-        stopping[j] = _pays(inputs, share0, free0, j, rules, stopping)
-    kept: np.ndarray = wants_out[~stopping[wants_out]]
-    return kept
+        stopping[j], waits = _pays(inputs, share0, free0, j, rules, stopping)
+        if waits:
+            waiting.add(j)
+    return StopJudgement(wants_out[~stopping[wants_out]], frozenset(waiting))
+
+
+def stops_that_do_not_pay(
+    inputs: PlanInputs, share0: np.ndarray, wants_out: np.ndarray, free0: np.ndarray, rules: StopRules
+) -> np.ndarray:
+    """``judge_stops``' kept jobs."""
+    return judge_stops(inputs, share0, wants_out, free0, rules).kept
 
 
 def _pays(
     inputs: PlanInputs, share0: np.ndarray, free0: np.ndarray, j: int, rules: StopRules, stopping: np.ndarray
-) -> bool:
+) -> tuple[bool, bool]:
+    """(whether job j's stop pays now, whether it waits for a checkpoint within the step instead)."""
     if float(inputs.job_ran_s[j]) < rules.min_run_s:
-        return False
+        return False, False
     p = int(inputs.job_running_pool[j])
     weight, gang = inputs.job_weight, inputs.job_gang
     at_stake, deadline_gain = _deadlines_at_stake(inputs, share0, free0, p, j, rules, stopping)
     starters = np.union1d(_heavier_starters(inputs, share0, p, float(weight[j])), at_stake)
     if starters.size == 0:
-        return False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
+        return False, False  # nothing heavier starts in its pool: kept (inference still takes its GPUs)
     # the heavier starts queue for the GPUs that free: the stop gains their mean weight over the
     # stopped job's, on the GPUs of it they take, for as long as all of them would wait
     starter_gpus = float(gang[starters].sum())
@@ -111,14 +127,15 @@ def _pays(
     cost = float(stop_cost_gpu_s(inputs, rules)[j])
     cost += starter_weight * starter_startup_s * gpus
     if gain <= cost:
-        return False
+        return False, False
     if deadline_gain > 0 or not checkpoints_before_next_decision(inputs, j):
-        return True
+        return True, False
     # it checkpoints before the next decision: stopped then, it loses none of its work since the
     # last checkpoint, and the heavier starts wait one step more
     step_later = max(wait_s - inputs.step_s, 0.0)
     later_gain = value_of_sooner(heavier_by, gpus, step_later, horizon_s, rules.earliness)
-    return float(weight[j]) * float(since_checkpoint_gpu_s(inputs)[j]) <= gain - later_gain
+    waits = float(weight[j]) * float(since_checkpoint_gpu_s(inputs)[j]) > gain - later_gain
+    return not waits, waits
 
 
 def since_checkpoint_gpu_s(inputs: PlanInputs) -> np.ndarray:

@@ -12,7 +12,7 @@ from scenario_table import Job, Pool, Scenario, build_state, hold, preempt, run,
 
 from optimizer.config import PlannerConfig
 from optimizer.inputs import PlanInputs, build_inputs
-from optimizer.stop_pays import StopRules, clearing_pays, natural_wait_s, stops_that_do_not_pay
+from optimizer.stop_pays import StopRules, clearing_pays, judge_stops, natural_wait_s, stops_that_do_not_pay
 
 RULES = StopRules(min_run_s=1800.0, penalty_gpu_s=360.0, earliness=0.75)
 
@@ -154,6 +154,10 @@ def test_a_stop_waits_for_a_checkpoint_within_the_step() -> None:
     # costs it only 556: the stop waits. A weight-10 start loses 5,006 by that step: stopped now
     victim = _checkpointing_victim(1, 1500.0, interval_s=1800.0)
     assert _kept((*_full_pool(victim, 10.0), Job("heavier", 1, weight=2.0)), {"heavier": 1.0})
+    inputs = _inputs((*_full_pool(victim, 10.0), Job("heavier", 1, weight=2.0)))
+    share0, wants_out = _victims(inputs, {"heavier": 1.0})
+    judged = judge_stops(inputs, share0, wants_out, np.asarray([8.0]), RULES)
+    assert judged.awaiting_checkpoint == {inputs.job_ids.index("victim")}
     assert not _kept((*_full_pool(victim, 10.0), Job("urgent", 1, weight=10.0)), {"urgent": 1.0})
     # its next checkpoint 35 min away (an hour between them): the stop does not wait for it
     later = _checkpointing_victim(1, 1500.0, interval_s=3600.0)
@@ -213,11 +217,37 @@ PINNED_ON_N1 = Job("pinned", 4, hours=6.0, running_in="a", nodes={"n1": 4}, pree
 HEAVY_GANG = Job("gang", 8, weight=3.0, hours=2.0)
 
 
+def _checkpointing_low(interval_s: float) -> Job:
+    return Job(
+        "low", 8, hours=2.0, running_in="a", since_checkpoint_gpu_s=12000.0, checkpoint_interval_s=interval_s
+    )
+
+
 def _small_on_n0(**kw: object) -> Job:
     return Job("small", 1, hours=6.0, running_in="a", nodes={"n0": 1}, **kw)  # type: ignore[arg-type]
 
 
 SCENARIOS += [
+    Scenario(
+        # the 8-GPU weight-1 job frees the node in 2 h: stopping it for the weight-10 job pays
+        # (9 x 8 GPUs x 2 h x 0.75 x 2/24 = 32,400 GPU-s against 12,000 lost and 2,880 of penalty),
+        # but it checkpoints within the step (1,500 of its 1,800 s done) and the step's wait costs
+        # the start 7,594: the stop waits, and its reason says so
+        "a-stop-waits-for-a-checkpoint-within-the-step-and-says-so",
+        pools=(ONE_NODE,),
+        jobs=(_checkpointing_low(1800.0), URGENT),
+        want_jobs={
+            "low": run("a", "the stop waits for the checkpoint it writes within the step"),
+            "urgent": hold(),
+        },
+    ),
+    Scenario(
+        # the same job with an hour between checkpoints (the next 35 min away) is stopped now
+        "a-stop-does-not-wait-for-a-checkpoint-beyond-the-step",
+        pools=(ONE_NODE,),
+        jobs=(_checkpointing_low(3600.0), URGENT),
+        want_jobs={"low": preempt("go to job urgent"), "urgent": run("a")},
+    ),
     Scenario(
         # a weight-3 gang, and 7 of n0's GPUs would idle 6 h for it: clearing n0 pays
         "node-clearing-for-a-heavier-gang-where-the-nodes-would-idle",
