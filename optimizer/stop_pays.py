@@ -80,7 +80,8 @@ def judge_stops(
     inputs: PlanInputs, share0: np.ndarray, wants_out: np.ndarray, free0: np.ndarray, rules: StopRules
 ) -> StopJudgement:
     """The jobs of ``wants_out`` (running, preemptible, the plan's share below the threshold)
-    whose stop does not pay (see the module): to be kept running. ``free0`` [P]: GPUs left for
+    whose stop does not pay (see the module), to be kept running, and of them those whose stop
+    waits for a checkpoint within the step (their reasons say so). ``free0`` [P]: GPUs left for
     jobs in step 0 after the services."""
     stopping = np.zeros(inputs.n_jobs, dtype=bool)
     waiting: set[int] = set()
@@ -92,13 +93,6 @@ def judge_stops(
         if waits:
             waiting.add(j)
     return StopJudgement(wants_out[~stopping[wants_out]], frozenset(waiting))
-
-
-def stops_that_do_not_pay(
-    inputs: PlanInputs, share0: np.ndarray, wants_out: np.ndarray, free0: np.ndarray, rules: StopRules
-) -> np.ndarray:
-    """``judge_stops``' kept jobs."""
-    return judge_stops(inputs, share0, wants_out, free0, rules).kept
 
 
 def _pays(

@@ -12,7 +12,7 @@ from scenario_table import Job, Pool, Scenario, build_state, hold, preempt, run,
 
 from optimizer.config import PlannerConfig
 from optimizer.inputs import PlanInputs, build_inputs
-from optimizer.stop_pays import StopRules, clearing_pays, judge_stops, natural_wait_s, stops_that_do_not_pay
+from optimizer.stop_pays import StopRules, clearing_pays, judge_stops, natural_wait_s
 
 RULES = StopRules(min_run_s=1800.0, penalty_gpu_s=360.0, earliness=0.75)
 
@@ -35,7 +35,7 @@ def _kept(jobs: tuple[Job, ...], starts: dict[str, float]) -> bool:
     inputs = _inputs(jobs)
     share0, wants_out = _victims(inputs, starts)
     free0 = np.asarray([8.0])
-    kept = stops_that_do_not_pay(inputs, share0, wants_out, free0, RULES)
+    kept = judge_stops(inputs, share0, wants_out, free0, RULES).kept
     return kept.tolist() == wants_out.tolist()
 
 
@@ -118,12 +118,12 @@ def test_two_stops_are_not_paid_for_by_the_same_wait() -> None:
     share0 = np.zeros((inputs.n_jobs, inputs.n_pools))
     share0[inputs.job_ids.index("urgent"), 0] = 1.0
     both = np.asarray(sorted(inputs.job_ids.index(j) for j in ("cheap", "costly")))
-    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    kept = judge_stops(inputs, share0, both, np.asarray([8.0]), RULES).kept
     assert [inputs.job_ids[j] for j in kept] == ["costly"]
     # a start of 8 GPUs needs both: the first stop does not make room for it, so both pay
     inputs = _inputs((*jobs[:2], Job("urgent", 8, weight=10.0)))
     share0[inputs.job_ids.index("urgent"), 0] = 1.0
-    kept = stops_that_do_not_pay(inputs, share0, both, np.asarray([8.0]), RULES)
+    kept = judge_stops(inputs, share0, both, np.asarray([8.0]), RULES).kept
     assert kept.size == 0
 
 
