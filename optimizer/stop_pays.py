@@ -43,6 +43,7 @@ judged by the same value of time and the same costs (``clearing_pays``). Pure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -117,33 +118,34 @@ def _pays(
     # the heavier work moves ``wait_s`` earlier, the stopped job's as much later
     horizon_s = inputs.blocks.horizon_s
     heavier_by = max(starter_weight - float(weight[j]), 0.0)
-    gain = value_of_sooner(heavier_by, gpus, wait_s, horizon_s, rules.earliness) + deadline_gain
+
+    def sooner_by(wait: float) -> float:
+        return value_of_sooner(heavier_by, gpus, wait, horizon_s, rules.earliness)
+
     cost = float(stop_cost_gpu_s(inputs, rules)[j])
     cost += starter_weight * starter_startup_s * gpus
-    if gain <= cost:
+    if sooner_by(wait_s) + deadline_gain <= cost:
         return False, False
-    if deadline_gain > 0 or not checkpoints_before_next_decision(inputs, j):
-        return True, False
-    # it checkpoints before the next decision: stopped then, it loses none of its work since the
-    # last checkpoint, and the heavier starts wait one step more
-    step_later = max(wait_s - inputs.step_s, 0.0)
-    later_gain = value_of_sooner(heavier_by, gpus, step_later, horizon_s, rules.earliness)
-    waits = float(weight[j]) * float(since_checkpoint_gpu_s(inputs)[j]) > gain - later_gain
+    waits = deadline_gain <= 0 and waits_for_checkpoints(inputs, [j], sooner_by, wait_s)
     return not waits, waits
 
 
-def since_checkpoint_gpu_s(inputs: PlanInputs) -> np.ndarray:
-    """[J] the work each job would lose if stopped now (since its last checkpoint), GPU-seconds."""
-    lost: np.ndarray = np.maximum(inputs.job_lost_gpu_s - inputs.job_restart_s * inputs.job_gang, 0.0)
-    return lost
-
-
-def checkpoints_before_next_decision(inputs: PlanInputs, j: int) -> bool:
-    """Whether running job j writes its next checkpoint within a step (by its checkpoint interval
-    less the wall time its work since the last checkpoint took)."""
-    gang = max(float(inputs.job_gang[j]), 1.0)
-    to_next_s = float(inputs.job_checkpoint_s[j]) - float(since_checkpoint_gpu_s(inputs)[j]) / gang
-    return bool(np.isfinite(to_next_s)) and to_next_s <= inputs.step_s
+def waits_for_checkpoints(
+    inputs: PlanInputs, stopped: list[int], gain_by: Callable[[float], float], wait_s: float
+) -> bool:
+    """Whether stops that pay wait for the next decision: those of ``stopped`` that write a
+    checkpoint before it lose none of their work since the last one then, and that work (at their
+    weights) is worth more than the starts lose by waiting one step more (``gain_by``: what the
+    starts gain, by the wait the stops save; now ``wait_s``)."""
+    at = np.asarray(stopped, dtype=np.int64)
+    gang = inputs.job_gang[at]
+    since = np.maximum(inputs.job_lost_gpu_s[at] - inputs.job_restart_s[at] * gang, 0.0)
+    to_next_s = inputs.job_checkpoint_s[at] - since / np.maximum(gang, 1.0)
+    soon = np.isfinite(to_next_s) & (to_next_s <= inputs.step_s)
+    if not soon.any():
+        return False
+    saved = float((inputs.job_weight[at][soon] * since[soon]).sum())
+    return saved > gain_by(wait_s) - gain_by(max(wait_s - inputs.step_s, 0.0))
 
 
 def stop_cost_gpu_s(inputs: PlanInputs, rules: StopRules) -> np.ndarray:
@@ -237,20 +239,16 @@ def clearing_pays(
         sooner = value_of_sooner(heavier_by, gpus, wait, horizon_s, rules.earliness)
         return sooner + victim_weight * idle_gpus * wait
 
-    gain = gain_by(wait_s)
     in_reach = deadline_in_reach(inputs)
     late_gain = 0.0
     if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
         late_gain = _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
     cost = float(stop_cost_gpu_s(inputs, rules)[victims].sum())
-    if gain + late_gain <= cost:  # (the gang's start-up is paid whether it starts now or after the wait)
+    if (
+        gain_by(wait_s) + late_gain <= cost
+    ):  # (the gang's start-up is paid whether it starts now or after the wait)
         return False
-    soon = [v for v in victims if checkpoints_before_next_decision(inputs, v)]
-    if late_gain > 0 or not soon:
-        return True
-    # victims that checkpoint before the next decision lose none of their work then
-    saved = float((weight[soon] * since_checkpoint_gpu_s(inputs)[soon]).sum())
-    return saved <= gain - gain_by(max(wait_s - inputs.step_s, 0.0))
+    return late_gain > 0 or not waits_for_checkpoints(inputs, victims, gain_by, wait_s)
 
 
 def saved_wait_s(
