@@ -242,6 +242,7 @@ COLUMNS = (
     "util",
     "PWT",
     "PWT/bound",
+    "in flight",
     "wtd done",
     "SLO short",
     "preempt",
@@ -261,6 +262,7 @@ def _row(m: RunMetrics, ref: RunMetrics | None) -> list[str]:
         f"{m.utilization:.3f}{util_d}",
         f"{m.pwt:.0f}{pwt_d}",
         "-" if m.pwt_to_bound is None else f"{m.pwt_to_bound:.3f}",
+        f"{m.pwt_in_flight:.0f}",
         f"{m.weighted_completions:.0f}",
         f"{m.slo_shortfall * 100:.2f}%{slo_d}",
         f"{m.preemptions:g}",
@@ -273,7 +275,7 @@ def _row(m: RunMetrics, ref: RunMetrics | None) -> list[str]:
 
 def _bound_row(bound: Bound) -> list[str]:
     pwt = f"{bound.pwt:.0f} (any {bound.pwt_any:.0f})"
-    return [f"{bound.utilization:.3f}", pwt, "1.000", "", "0.00%", "", "", "", "", ""]
+    return [f"{bound.utilization:.3f}", pwt, "1.000", "", "", "0.00%", "", "", "", "", ""]
 
 
 def render_table(result: BenchResult) -> Table:
@@ -284,7 +286,8 @@ def render_table(result: BenchResult) -> Table:
     caption = (
         "PWT: weight x GPU-hours kept at the window end (finished or checkpointed); PWT/bound: over the "
         "LP bound's PWT at the policy's own SLO shortfall (bound row: inference served in full; any: "
-        "none served); wtd done: weighted completions; JCT p95 over finished jobs"
+        "none served); in flight: weight x GPU-hours unfinished jobs had done since their last checkpoint at "
+        "the window end (not in PWT); wtd done: weighted completions; JCT p95 over finished jobs"
     )
     table = Table(title=title, caption=caption, show_lines=False)
     for col in COLUMNS:

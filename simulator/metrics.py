@@ -53,6 +53,10 @@ class RunMetrics:
     jct_p95_hours_by_class: dict[str, float] = field(default_factory=dict)
     pwt_to_bound: float | None = None
     """PWT / the bound's PWT at this run's SLO shortfall (simulator/bound.py); None: not computed."""
+    pwt_in_flight: float = 0.0
+    """Weight x GPU-hours of progress that unfinished jobs had not checkpointed at the window end:
+    work done but not in PWT (it is kept only where the job goes on to finish or checkpoint, after
+    the window). PWT + this is all the weighted work done in the window, net of work lost."""
     restart_gpu_hours: float = 0.0
     failure_lost_gpu_hours: float = 0.0
     failure_stops: int = 0
@@ -76,6 +80,7 @@ class RunMetrics:
             "decision_ms_p50",
             "decision_ms_p99",
             "pwt_to_bound",
+            "pwt_in_flight",
         )
         return {k: getattr(self, k) for k in keys}
 
@@ -90,9 +95,14 @@ def kept_gpu_s(job: LiveJob) -> float:
     return max(job.done_gpu_s - job.since_checkpoint_gpu_s, 0.0)
 
 
-def at_risk_gpu_s(sim: Simulator) -> float:
-    """Progress of unfinished jobs since their last checkpoint: not kept at the window end."""
-    return sum(max(j.since_checkpoint_gpu_s, 0.0) for j in sim.jobs.values() if j.finished_at_s is None)
+def at_risk_gpu_s(sim: Simulator, *, weighted: bool = False) -> float:
+    """Progress of unfinished jobs since their last checkpoint (x priority weight with
+    ``weighted``): not kept at the window end."""
+    return sum(
+        (j.spec.priority_weight if weighted else 1.0) * max(j.since_checkpoint_gpu_s, 0.0)
+        for j in sim.jobs.values()
+        if j.finished_at_s is None
+    )
 
 
 def weighted_pwt(sim: Simulator) -> float:
@@ -144,6 +154,7 @@ def compute_metrics(
         policy=policy,
         utilization=(ledger.useful_gpu_s - at_risk_gpu_s(sim)) / capacity,
         pwt=weighted_pwt(sim),
+        pwt_in_flight=at_risk_gpu_s(sim, weighted=True) / HOUR_S,
         slo_shortfall=shortfall,
         preemptions=sum(ledger.stops[cause] for cause in PREEMPTION_CAUSES),
         lost_gpu_hours=(ledger.lost_work_gpu_s + ledger.restart_overhead_gpu_s) / HOUR_S,

@@ -39,6 +39,7 @@ KEYS = {
     "decision_ms_p50",
     "decision_ms_p99",
     "pwt_to_bound",
+    "pwt_in_flight",
 }
 
 

@@ -1,5 +1,6 @@
 """The bench's headline metrics that cannot be gamed: PWT counts only work kept at the window end
-(finished or checkpointed), weighted completions, JCT percentiles by class, deadline misses."""
+(finished or checkpointed), the work in flight it leaves out, weighted completions, JCT percentiles
+by class, deadline misses."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def test_running_work_without_a_checkpoint_is_not_kept() -> None:
     assert sim.jobs["never"].done_gpu_s == pytest.approx(2 * 2 * 3600)  # it did run the whole window
     assert m.pwt == 0.0 and m.utilization == pytest.approx(0.0)
     assert m.weighted_completions == 0.0
+    assert m.pwt_in_flight == pytest.approx(1 * 2 * 2)  # done in the window, in flight at its end
+    assert m.headline()["pwt_in_flight"] == m.pwt_in_flight
 
 
 def test_only_the_checkpointed_part_of_a_running_job_counts() -> None:
@@ -45,6 +48,7 @@ def test_only_the_checkpointed_part_of_a_running_job_counts() -> None:
     sim = _run_all(job("ck", 5, gpus=2, priority_weight=3, checkpoint_interval_s=2700))
     m = compute_metrics(sim, "t", [])
     assert m.pwt == pytest.approx(3 * 2 * 1.5)
+    assert m.pwt_in_flight == pytest.approx(3 * 2 * 0.5)  # PWT + in flight: all the work done
     assert m.utilization == pytest.approx(2 * 1.5 / (8 * 2))
 
 
@@ -57,6 +61,7 @@ def test_finished_work_counts_in_full_with_weighted_completions_and_jct() -> Non
     m = compute_metrics(sim, "t", [])
     assert m.pwt == pytest.approx(2 * 0.5 + 2 * 1.0 + 1 * 3.0)
     assert m.weighted_completions == pytest.approx(5.0)
+    assert m.pwt_in_flight == 0.0
     assert m.jct_p50_hours_by_class["high"] == pytest.approx(0.75)
     assert m.jct_p95_hours_by_class["high"] == pytest.approx(0.5 + 0.95 * 0.5)
     assert m.jct_p95_hours_by_class["standard"] == pytest.approx(1.5)
