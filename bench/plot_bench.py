@@ -5,7 +5,8 @@ The panels share one x axis (the scenarios); the legend sits outside the axes, r
 Counts and GPU-hours carry their value on the bar (a zero reads "0", not an empty slot), and a run
 that failed is marked with a cross instead of a missing bar. Lost GPU-hours stack, as
 simulator/metrics.py adds them, the work since the last checkpoint dropped by preemptions (solid)
-and by failures (cross-hatched), and the restart overhead (hatched).
+and by failures (cross-hatched), and the restart overhead (hatched). On PWT stands, dotted, the
+work in flight at the window's end that PWT leaves out (``RunMetrics.pwt_in_flight``).
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ class _Panel:
     """Draw a dashed line here (fifo's own level for a ratio to fifo)."""
     bar_labels: str | None = None
     """printf format of the value written on each bar; None: no labels."""
-    parts: tuple[tuple[str, Callable[[RunMetrics], float]], ...] = ()
+    parts: tuple[tuple[str, Value], ...] = ()
     """(hatch, part of the value) stacked, hatched, on top of the rest of each bar."""
     symlog: bool = False
     """Linear up to 1, logarithmic above: one scenario's large loss must not flatten the rest."""
 
 
-def _pwt_ratio(m: RunMetrics, ref: RunMetrics | None) -> float:
-    return m.pwt / ref.pwt if ref is not None and ref.pwt else math.nan
+def _to_reference_pwt(gpu_h: float, ref: RunMetrics | None) -> float:
+    return gpu_h / ref.pwt if ref is not None and ref.pwt else math.nan
 
 
 PANELS = (
@@ -50,10 +51,12 @@ PANELS = (
         percent=True,
     ),
     _Panel(
-        f"priority-weighted throughput relative to {REFERENCE} (higher is better)",
+        f"priority-weighted throughput relative to {REFERENCE} (higher is better; dotted on top: the "
+        "work in flight at the window's end, not in PWT)",
         f"PWT / {REFERENCE} PWT",
-        _pwt_ratio,
+        lambda m, ref: _to_reference_pwt(m.pwt + m.pwt_in_flight, ref),
         reference=1.0,
+        parts=(("...", lambda m, ref: _to_reference_pwt(m.pwt_in_flight, ref)),),
     ),
     _Panel(
         "inference SLO shortfall: demanded GPU-minutes not served (lower is better)",
@@ -73,11 +76,11 @@ PANELS = (
         "GPU-hours (log above 1)",
         lambda m, _: m.lost_gpu_hours,
         bar_labels="%.1f",
-        parts=(("xxx", lambda m: m.failure_lost_gpu_hours), ("///", lambda m: m.restart_gpu_hours)),
+        parts=(("xxx", lambda m, _: m.failure_lost_gpu_hours), ("///", lambda m, _: m.restart_gpu_hours)),
         symlog=True,
     ),
 )
-HATCHES = {"xxx": "lost to failures", "///": "restart overhead"}
+HATCHES = {"...": "in flight at the window's end", "xxx": "lost to failures", "///": "restart overhead"}
 
 
 def _draw_panel(ax: Any, panel: _Panel, result: BenchResult, policies: list[str], colors: list[Any]) -> None:
@@ -90,8 +93,9 @@ def _draw_panel(ax: Any, panel: _Panel, result: BenchResult, policies: list[str]
     for i, policy in enumerate(policies):
         cells = [result.results[s].get(policy) for s in scenarios]
         refs = [result.results[s].get(REFERENCE) for s in scenarios]
-        total = np.array([panel.value(m, r) if m else np.nan for m, r in zip(cells, refs, strict=True)])
-        parts = [np.array([part(m) if m else 0.0 for m in cells]) for _, part in panel.parts]
+        pairs = list(zip(cells, refs, strict=True))
+        total = np.array([panel.value(m, r) if m else np.nan for m, r in pairs])
+        parts = [np.array([part(m, r) if m else 0.0 for m, r in pairs]) for _, part in panel.parts]
         xs = x + i * width - 0.4 + width / 2
         kw = {"color": colors[i], "edgecolor": "white", "linewidth": 0.4}
         highest = max(highest, float(np.nanmax(total, initial=0.0)))

@@ -4,6 +4,7 @@ by class, deadline misses."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -77,3 +78,17 @@ def test_deadline_misses_count_late_and_unfinished_jobs() -> None:
         job("after-window", 5, deadline_hour=10.0),
     )
     assert compute_metrics(sim, "t", []).deadline_misses == 2
+
+
+def test_the_bench_plot_stacks_the_work_in_flight_on_pwt() -> None:
+    """The PNG's PWT panel (bench/plot_bench.py): a bar of PWT + in flight against the reference's
+    PWT, the in-flight part hatched on top."""
+    from bench.plot_bench import PANELS
+
+    panel = next(p for p in PANELS if p.ylabel.startswith("PWT"))
+    sim = _run_all(job("ck", 5, gpus=2, priority_weight=3, checkpoint_interval_s=2700))
+    m = compute_metrics(sim, "t", [])  # PWT 9, in flight 3
+    ref = replace(m, pwt=6.0)
+    assert panel.value(m, ref) == pytest.approx((9.0 + 3.0) / 6.0)
+    ((_, in_flight),) = panel.parts
+    assert in_flight(m, ref) == pytest.approx(3.0 / 6.0)
