@@ -224,7 +224,10 @@ def clearing_pays(
     GPU-time lost for good and priced at the victims' weight (the work those nodes run), plus the work
     the wait would push past the gang's deadline (in reach, where no victim has one at stake), exceeds
     the victims' lost work, restarts and preemption penalty. The gang's own start-up is no cost of
-    the clearing: it is paid whether the gang starts now or when the nodes have drained."""
+    the clearing: it is paid whether the gang starts now or when the nodes have drained. A clearing
+    that pays still waits where its victims write a checkpoint within the step and their work since
+    the last one outweighs a step's more wait (``waits_for_checkpoints``), unless a deadline is at
+    stake."""
     weight, gang = inputs.job_weight, inputs.job_gang
     victim_gpus = float(gang[victims].sum())
     if victim_gpus <= 0 or wait_s <= 0:
@@ -244,9 +247,7 @@ def clearing_pays(
     if rules.deadline_penalty > 0 and in_reach[gang_job] and not in_reach[victims].any():
         late_gain = _late_price(inputs, rules) * max(late_by_wait_gpu_s(inputs, gang_job, wait_s), 0.0)
     cost = float(stop_cost_gpu_s(inputs, rules)[victims].sum())
-    if (
-        gain_by(wait_s) + late_gain <= cost
-    ):  # (the gang's start-up is paid whether it starts now or after the wait)
+    if gain_by(wait_s) + late_gain <= cost:
         return False
     return late_gain > 0 or not waits_for_checkpoints(inputs, victims, gain_by, wait_s)
 
