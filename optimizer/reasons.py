@@ -423,15 +423,19 @@ class ReasonContext:
 
     def _full_reason(self, j: int, p: int, numbers: dict[str, object]) -> Reason:
         """Pool p has too few GPUs for job j now: reserved for inference where, without the
-        services' GPUs there, the gang would fit (until the services give enough back), else full."""
+        services' GPUs there, the gang would fit and the plan does not start it before the services
+        give enough back (a start sooner is on GPUs running jobs free: the pool is full), else full."""
         inp = self.inputs
         gang = float(inp.job_gang[j])
         svc = self.plan.svc_gpus[:, p, :].sum(axis=0) if inp.n_services else np.zeros(inp.blocks.count)
         need = gang - float(self.free0[p])
         if inp.n_services and svc[0] > EPS and np.ceil(svc[0] - EPS) + EPS >= need:
             given_back = np.flatnonzero(svc <= svc[0] - need + EPS)
+            given_back_block = int(given_back[0]) if given_back.size else inp.blocks.count
+            if 0 <= self.first_block[j] < given_back_block:
+                return explain(C.POOL_FULL, **numbers)
             if given_back.size:
-                end = _hhmm(inp, int(inp.blocks.first_step[given_back[0]]))
+                end = _hhmm(inp, int(inp.blocks.first_step[given_back_block]))
             else:  # a whole day ahead reads as the same clock time: say which end it is
                 hours = inp.horizon_steps * inp.step_s / 3600
                 end = f"the horizon's end ({hours:g} h from now)"

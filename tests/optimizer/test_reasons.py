@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -85,6 +86,17 @@ SCENARIOS = [
         services=(Service("chat", replicas={"a": 6}, forecast=(6.0,) * 96),),
         jobs=(Job("gang", 4, hours=2.0),),
         want_jobs={"gang": hold("reserved for inference from 12:00 until the horizon's end (24 h from now)")},
+    ),
+    Scenario(
+        # inference holds half the pool for two hours, a running job the other half for half an
+        # hour: the gang starts when that job ends, so what it waits for is a full pool, not the
+        # reservation (it once read "reserved for inference from 12:00 until 14:00 ...; planned to
+        # start at 12:30")
+        "a-start-before-inference-gives-back-is-not-held-by-inference",
+        pools=(Pool("a", 8),),
+        services=(Service("chat", replicas={"a": 4}, forecast=(4.0,) * 8 + (0.0,) * 88),),
+        jobs=(Job("ending", 4, hours=0.5, running_in="a"), Job("gang", 4, hours=2.0)),
+        want_jobs={"gang": hold("4 held by running jobs", starts="held: planned to start at 12:30")},
     ),
     Scenario(
         # a job of 24 GPU-seconds: the planner rounds its work up to a whole step, the reason
@@ -252,6 +264,17 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             assert other.priority_weight > own.priority_weight, text
         if (m := re.search(r"most free on one node: (\d+) of (\d+)", text)) is not None:
             assert int(m[2]) == PER_NODE and (own.gpus > PER_NODE or int(m[1]) < own.gpus), text
+        if m := re.search(r"reserved for inference from [\d:]+ until ([\d:]+|the horizon's end)", text):
+            # the plan does not start a job held by inference's reservation before it ends
+            start = re.search(r"planned to start at ([\d:]+)", text)
+            ends = math.inf if m[1] == "the horizon's end" else minutes_ahead(alloc.issued_at, m[1])
+            assert start is None or minutes_ahead(alloc.issued_at, start[1]) >= ends, text
+
+
+def minutes_ahead(now: datetime, hhmm: str) -> int:
+    """Minutes from ``now`` to the next time the clock reads ``hhmm`` (within a day)."""
+    hours, minutes = map(int, hhmm.split(":"))
+    return (hours * 60 + minutes - now.hour * 60 - now.minute) % (24 * 60)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
