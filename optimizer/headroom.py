@@ -134,6 +134,7 @@ def lend_headroom(
     forecasts: Mapping[str, DemandForecast],
     margin_z: float | None = None,
     kept_before: Mapping[str, Kept] | None = None,
+    held_nodes: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Decision:
     """The decision with step 0's idle headroom lent to borrowers (unchanged if none qualify).
     ``margin_z``: each service keeps ready, beyond its demand now, the move its demand makes before
@@ -141,7 +142,9 @@ def lend_headroom(
     optimizer/peak_margin.py), rather than lend it; None: it keeps only its demand now.
     ``kept_before``: the GPUs each service kept (did not lend) in the last decision; a service
     running more now took lent GPUs back within that step, and keeps them rather than lend them
-    again at once (its demand rose past what it kept)."""
+    again at once (its demand rose past what it kept). ``held_nodes``: per pool, the nodes step 0
+    holds for gangs as they drain, with each gang's weight; a borrower started now keeps off those
+    held for heavier work (``JobDecision.avoid_nodes``), as step 0's own starts do."""
     allocation = decision.allocation
     if allocation.fallback:
         return decision
@@ -157,7 +160,7 @@ def lend_headroom(
     borrowers = _choose_borrowers(allocation.jobs, jobs, pools, lendable, state.quotas_gpus, step_s)
     if not borrowers:
         return decision
-    return _rewrite(decision, lendable, borrowers, jobs)
+    return _rewrite(decision, lendable, borrowers, jobs, held_nodes or {})
 
 
 def _lendable(
@@ -256,6 +259,7 @@ def _rewrite(
     lendable: dict[tuple[str, str], _Lendable],
     borrowers: dict[str, _Lendable],
     jobs: Mapping[str, JobState],
+    held_nodes: Mapping[str, Mapping[str, float]],
 ) -> Decision:
     allocation, plan = decision.allocation, decision.plan
     services, given = _lending_services(allocation.services, lendable)
@@ -270,7 +274,7 @@ def _rewrite(
         JobPlacement(job_id=job_id, pool=h.pool, gpus=jobs[job_id].spec.gpus, borrows_from=h.service)
         for job_id, h in sorted(borrowers.items())
     ]
-    new_jobs = [_borrowing(d, borrowers, given, jobs) for d in allocation.jobs]
+    new_jobs = [_borrowing(d, borrowers, given, jobs, held_nodes) for d in allocation.jobs]
     return rewrite_step0(
         decision, step0_services=step0_services, step0_jobs=step0_jobs, services=services, jobs=new_jobs
     )
@@ -301,13 +305,21 @@ def _lending_services(
 
 
 def _borrowing(
-    d: JobDecision, borrowers: dict[str, _Lendable], given: _Given, jobs: Mapping[str, JobState]
+    d: JobDecision,
+    borrowers: dict[str, _Lendable],
+    given: _Given,
+    jobs: Mapping[str, JobState],
+    held_nodes: Mapping[str, Mapping[str, float]],
 ) -> JobDecision:
     """A borrower's decision: run on the service's headroom (others unchanged)."""
     h = borrowers.get(d.job_id)
     if h is None:
         return d
     spec = jobs[d.job_id].spec
+    held = held_nodes.get(h.pool, {})
+    avoid = set(d.avoid_nodes if d.pool == h.pool else []) | {
+        node for node, weight in held.items() if weight > spec.priority_weight
+    }
     keep = given[(h.service, h.pool)][0]
     was = "kept running instead of preempted" if d.action == JobAction.PREEMPT else "starts"
     reason = (
@@ -323,7 +335,7 @@ def _borrowing(
         reason=reason,
         cause=DecisionCause.BORROWS_HEADROOM,
         borrows_from=h.service,
-        avoid_nodes=d.avoid_nodes if d.pool == h.pool else [],
+        avoid_nodes=sorted(avoid),
     )
 
 

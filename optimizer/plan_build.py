@@ -23,6 +23,7 @@ from loop import Decision
 from optimizer.inputs import PlanInputs
 from optimizer.reasons import ReasonContext
 from optimizer.rounding import RoundedPlan
+from optimizer.step0_outcome import Step0Outcome
 from schemas import (
     Allocation,
     HorizonPlan,
@@ -167,7 +168,7 @@ def _job_decisions(
             "reason": why.text,
             "cause": why.cause,
         }
-        if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, j, p)):
+        if p >= 0 and was_in < 0 and (avoid := nodes_to_avoid(inputs, plan.outcome, j, p)):
             decision["avoid_nodes"] = avoid
         decisions.append(decision)
     # starts that must keep off nodes first: the cluster places what it is released in that order,
@@ -176,11 +177,25 @@ def _job_decisions(
     return sorted(decisions, key=lambda d: "avoid_nodes" not in d)
 
 
-def nodes_to_avoid(inputs: PlanInputs, j: int, p: int) -> list[str]:
-    """The named nodes of pool p that maintenance takes out before job j, started now, would end:
-    step 0 placed it elsewhere, and the cluster must too (it places pods itself)."""
+def nodes_to_avoid(inputs: PlanInputs, outcome: Step0Outcome, j: int, p: int) -> list[str]:
+    """The named nodes of pool p that job j, started now, must keep off: those maintenance takes
+    out before it would end and those held for heavier gangs as they drain. Step 0 placed it
+    elsewhere, and the cluster must too (it places pods itself)."""
     names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
-    return [names[i] for i in inputs.nodes_out_before_end(j, p) if i < len(names)]
+    nodes = set(inputs.nodes_out_before_end(j, p)) | outcome.kept_off.get(j, set())
+    return [names[i] for i in sorted(nodes) if i < len(names)]
+
+
+def held_nodes_by_pool(inputs: PlanInputs, outcome: Step0Outcome) -> dict[str, dict[str, float]]:
+    """Per pool, the named nodes step 0 holds for gangs as they drain, with each gang's weight
+    (jobs started on them later, as lending does, keep off those held for heavier work)."""
+    out: dict[str, dict[str, float]] = {}
+    for p, held in enumerate(outcome.held_for):
+        names = inputs.pool_node_names[p] if p < len(inputs.pool_node_names) else ()
+        named = {names[i]: float(inputs.job_weight[j]) for i, j in held.items() if i < len(names) and j >= 0}
+        if named:
+            out[inputs.pool_names[p]] = named
+    return out
 
 
 def build_allocation(

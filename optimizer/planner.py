@@ -52,7 +52,7 @@ from optimizer.idle_burst import burst_into_idle
 from optimizer.inputs import PlanInputs, build_inputs, make_blocks
 from optimizer.model_update import HorizonModel, objective_terms
 from optimizer.nodes import NodeHolds
-from optimizer.plan_build import assemble_decision
+from optimizer.plan_build import assemble_decision, held_nodes_by_pool
 from optimizer.rounding import RoundedPlan
 from optimizer.surge_burst import burst_over_batch
 from schemas import ClusterState, DemandForecast, HorizonPlan, SolverInfo
@@ -141,7 +141,9 @@ class PlannerPolicy:
                 raise UnsafePlan("; ".join(broken))
             if not planned.solver.fallback:
                 self._last_plan = decision.plan
-                decision = self._lend(decision, state, corrected)
+                assert planned.inputs is not None and planned.rounded is not None  # (as _assemble's)
+                held = held_nodes_by_pool(planned.inputs, planned.rounded.outcome)
+                decision = self._lend(decision, state, corrected, held)
             if self._solve_end:
                 self._post_solve_s = time.perf_counter() - self._solve_end
             return decision
@@ -217,7 +219,11 @@ class PlannerPolicy:
         return max(left, MIN_SOLVE_SHARE * budget)
 
     def _lend(
-        self, decision: Decision, state: ClusterState, forecasts: Mapping[str, DemandForecast]
+        self,
+        decision: Decision,
+        state: ClusterState,
+        forecasts: Mapping[str, DemandForecast],
+        held_nodes: Mapping[str, Mapping[str, float]],
     ) -> Decision:
         """Lending and bursting (into idle GPUs, over batch in a surge) are extras: on any failure
         the plan stands without them, and the failure is logged with its traceback (it is a bug,
@@ -228,7 +234,7 @@ class PlannerPolicy:
             (
                 config.lend_headroom,
                 "lending headroom",
-                lambda d: lend_headroom(d, state, forecasts, margin_z, self._kept),
+                lambda d: lend_headroom(d, state, forecasts, margin_z, self._kept, held_nodes),
             ),
             (config.burst_into_idle, "bursting into idle GPUs", lambda d: burst_into_idle(d, state)),
             (

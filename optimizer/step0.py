@@ -258,13 +258,24 @@ class _Step0:
         for p in self._by_dips(j, pools):
             if not self._takes(j, p, rank, start_s):
                 continue
-            for node in self.nodes.take(p, g, rank, start_s, out_s):  # (none without node detail)
+            placed = self.nodes.take(p, g, rank, start_s, out_s)  # (none without node detail)
+            for node in placed:
                 self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
+            self._keep_off_held(j, p, placed)
             self._count(j, p)
             self.outcome.blocked.pop(j, None)
             return True
         self.outcome.blocked[j] = self._blocked_in(j, pools, rank, out_s)
         return False
+
+    def _keep_off_held(self, j: int, p: int, placed: dict[int, int]) -> None:
+        """The nodes of pool p held for heavier gangs than job j that j, started on ``placed``,
+        keeps off (``JobDecision.avoid_nodes``): the cluster places it itself, best fit, and a held
+        node has GPUs free as it drains, so j would land there and keep it from draining."""
+        weight = float(self.inputs.job_weight[j])
+        held = self.nodes.held[p]
+        if off := {i for i, w in held.items() if w > weight and i not in placed}:
+            self.outcome.kept_off[j] = off
 
     def _reclaim_for(self, j: int, pools: list[int], rank: float, start_s: float) -> bool:
         """A start within its team's own quota that quota lent to other teams blocks takes it back:

@@ -180,7 +180,8 @@ class JobDecision(Part):
     avoid_nodes: list[Name] = Field(
         default_factory=list,
         description="nodes of its pool a job started now must not be placed on: maintenance takes them "
-        "out before it would end (the Kubernetes backend adds them to its pods' node affinity)",
+        "out before it would end, or they are held for a heavier gang as they drain (the Kubernetes "
+        "backend adds them to its pods' node affinity)",
     )
 
     @model_validator(mode="after")

@@ -1,9 +1,11 @@
-"""Keeping a batch workload's pods off nodes that go out for maintenance (pure).
+"""Keeping a batch workload's pods off nodes that go out for maintenance or are held for a heavier
+gang as they drain (pure).
 
 Place in the loop: the Kubernetes backend (actuators/kube/backend.py) starts a Job by placing its
 pod templates on the pool and resuming it in one patch; the pods are then placed by the
 Kubernetes scheduler, not by ebbtide. Where step 0 found that maintenance takes some of the pool's
-nodes out before the job would end (``JobDecision.avoid_nodes``), the same patch adds to the pod
+nodes out before the job would end, or holds them for a heavier gang (``JobDecision.avoid_nodes``),
+the same patch adds to the pod
 template's required node affinity a ``matchFields`` requirement ``metadata.name NotIn [node]``
 per node (the API server takes one value per field requirement), ANDed into each of the
 submitter's own terms (terms are ORed, so they have to be in every one). The

@@ -387,7 +387,7 @@ class KubernetesBackend:
         )
         detail = f"place on {decision.pool}, resume"
         if decision.avoid_nodes:
-            detail += f" off {', '.join(decision.avoid_nodes)} (maintenance)"
+            detail += f" off {', '.join(decision.avoid_nodes)} (maintenance, or held for a heavier gang)"
         return Change(target=target, action="run", detail=detail, execute=partial(job.patch, body))
 
 

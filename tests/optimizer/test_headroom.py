@@ -123,3 +123,18 @@ def test_only_a_job_stopped_for_inference_is_kept_on_the_headroom() -> None:
 
     assert lent(DecisionCause.FREED_FOR_INFERENCE) == JobAction.RUN
     assert lent(DecisionCause.CLEARED_FOR_JOB) == JobAction.PREEMPT
+
+
+def test_a_borrower_keeps_off_the_nodes_held_for_a_heavier_gang() -> None:
+    # step 0 holds node n0 for a gang of weight 3 as it drains and n1 for one of weight 1: a
+    # borrower lighter than 3 is told to keep off n0 (the cluster places it itself, and a held
+    # node is where GPUs free first); none is kept off n1
+    cluster = _cluster([job(f"w{i}", 4, weight=1.0 + i, hours=8.0) for i in range(4)])
+    unlent = _decide(cluster, PlannerConfig(lend_headroom=False, burst_into_idle=False))
+    held = {"a": {"n0": 3.0, "n1": 1.0}}
+    decision = lend_headroom(unlent, cluster, _wide_forecast(), held_nodes=held)
+    weights = {j.spec.job_id: j.spec.priority_weight for j in cluster.jobs}
+    borrowers = [d for d in decision.allocation.jobs if d.borrows_from == "chat"]
+    assert {weights[d.job_id] for d in borrowers} >= {1.0, 4.0}
+    for d in borrowers:
+        assert d.avoid_nodes == (["n0"] if weights[d.job_id] < 3.0 else []), d

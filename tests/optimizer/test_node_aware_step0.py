@@ -397,3 +397,27 @@ def test_no_nodes_are_held_for_a_gang_its_team_quota_keeps_out() -> None:
     assert decisions["wide"].action == JobAction.HOLD and "team c is at its quota" in decisions["wide"].reason
     assert policy._holds == {}
     assert decisions["small"].action == JobAction.RUN
+
+
+def test_starts_keep_off_the_nodes_held_for_a_heavier_gang() -> None:
+    # non-preemptible jobs leave 2, 2 and 4 GPUs free on n0, n1, n2; n0's ends first. A weight-3
+    # gang of 8 fits no node and holds n0 as it drains. An eight-hour backfill goes on another node
+    # and the cluster is told to keep it off n0 (placed there, best fit, it would keep n0 from
+    # draining); a quarter-hour backfill ends before n0 drains, runs on it and is kept off nothing
+    pool = Pool("a", 24, gpus_per_node=8, free_by_node=(2, 2, 4), node_names=("n0", "n1", "n2"))
+    pinned = tuple(
+        Job(f"pinned-{i}", gpus, hours=hours, running_in="a", nodes={f"n{i}": gpus}, preemptible=False)
+        for i, (gpus, hours) in enumerate(((6, 1.0), (6, 6.0), (4, 6.0)))
+    )
+    jobs = (
+        *pinned,
+        Job("gang", 8, weight=3.0, hours=4.0),
+        Job("long", 2, hours=8.0),
+        Job("short", 2, hours=0.25),
+    )
+    decide = PlannerPolicy().decide(build_state(Scenario("x", pools=(pool,), jobs=jobs)), {}, NOW)
+    decisions = {d.job_id: d for d in decide.allocation.jobs}
+    assert decisions["gang"].action == JobAction.HOLD
+    assert "node(s) n0 of pool a held for it as they drain" in decisions["gang"].reason
+    assert (decisions["long"].action, decisions["long"].avoid_nodes) == (JobAction.RUN, ["n0"])
+    assert (decisions["short"].action, decisions["short"].avoid_nodes) == (JobAction.RUN, []), "ends before"
