@@ -355,7 +355,9 @@ class ReasonContext:
             "pool_note": self.pool_notes[p],
             "free": f"{self.free0[p]:.0f}",
         }
-        if blocked.cause == C.FRAGMENTATION:
+        # fragmentation where the pool still has the GPUs once step 0 is placed (work placed after
+        # the gang's try may have taken some: then the pool is full)
+        if blocked.cause == C.FRAGMENTATION and self.free0[p] + EPS >= inp.job_gang[j]:
             free = self.plan.outcome.node_free[p] or [0]
             per_node = inp.pool_gpus_per_node[p]
             return explain(C.FRAGMENTATION, largest=max(free), per_node=per_node, **numbers)

@@ -239,6 +239,8 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             assert 0.0 <= float(m[1]) <= 1.0 and m[1] != "-0.00", text
         for m in re.finditer(r"(\d+) GPUs free in pool ([\w-]+)", text):
             assert int(m[1]) == step0.free(m[2]), text
+        if m := re.search(r"fragmentation: (\d+) GPUs free in pool [\w-]+ but .* gang of (\d+)", text):
+            assert int(m[1]) >= int(m[2]), text  # fewer free than the gang needs: the pool is full
         for m in re.finditer(r"job ([\w-]+) \((\d+) GPUs, weight ([\d.]+)\)", text):
             other = step0.specs[m[1]]
             assert (int(m[2]), float(m[3])) == (other.gpus, other.priority_weight), text
