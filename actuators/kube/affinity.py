@@ -5,10 +5,9 @@ Place in the loop: the Kubernetes backend (actuators/kube/backend.py) starts a J
 pod templates on the pool and resuming it in one patch; the pods are then placed by the
 Kubernetes scheduler, not by ebbtide. Where step 0 found that maintenance takes some of the pool's
 nodes out before the job would end, or holds them for a heavier gang (``JobDecision.avoid_nodes``),
-the same patch adds to the pod
-template's required node affinity a ``matchFields`` requirement ``metadata.name NotIn [node]``
-per node (the API server takes one value per field requirement), ANDed into each of the
-submitter's own terms (terms are ORed, so they have to be in every one). The
+the same patch adds to the pod template's required node affinity a ``matchFields`` requirement
+``metadata.name NotIn [node]`` per node (the API server takes one value per field requirement),
+ANDed into each of the submitter's own terms (terms are ORed, so they have to be in every one). The
 nodes it added are noted on the workload (annotation ``ebbtide.io/avoided-nodes``) so the next
 start takes exactly those requirements out again before adding the new ones; the submitter's own
 terms are never changed otherwise.
