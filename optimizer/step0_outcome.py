@@ -1,6 +1,8 @@
 """What step 0's placement saw (optimizer/step0.py), kept for the reasons (optimizer/reasons.py):
 how each job came to run, why each job that did not start stayed out, and which running jobs were
-stopped to empty nodes for which gang. The reasons state these facts; they never guess them. Pure.
+stopped to empty nodes for which gang. The reasons state these facts; they never guess them. The
+nodes held for gangs also go to the decisions (optimizer/plan_build.py): the held nodes each start
+keeps off, and those lending's borrowers keep off. Pure.
 """
 
 from __future__ import annotations
