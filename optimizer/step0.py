@@ -18,19 +18,20 @@ stop is withdrawn (each pass only keeps more jobs: a kept job may take the room 
 last pass), and only then with full backfill. Swapping a stopped job for work of the same weight
 would only lose the stopped job's work since its checkpoint.
 
-Where the state says which nodes hold which running jobs (``PlanInputs.job_nodes``), a stopped
-job's GPUs go back on its own nodes, and a gang the plan starts that fits no node (a gang of
-several nodes also where its pool lacks the GPUs: the relaxed plan may start it on a part of them)
-first tries to empty the nodes cheapest to empty (optimizer/node_clearing.py: checkpointing jobs
-past their minimum run, of a lower weight than the gang, each costing its weight times the work it
-would lose; worth it only where the stops pay for themselves as any stop does, against the gang's
-wait for the nodes to drain: optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan
-wants out stay unless the stop pays for itself (optimizer/stop_pays.py). Failing that it holds the
-nodes of its pool that drain first (else the emptiest) against lower-weight backfill, so they drain
-for it, where its team's quota (or what idle quota lends) admits it now: nodes drained for a gang
-the quota keeps out would only idle. The same nodes are held again at the next decisions (the
-planner hands the holds back in ``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node
-would ever drain. Work that ends before the held nodes drain may still use them (EASY backfill).
+Where the state says which nodes hold which running jobs (``PlanInputs.job_nodes``), a stopped job's
+GPUs go back on its own nodes, and a gang the plan starts that fits no node (a gang of several nodes
+also where its pool lacks the GPUs: the relaxed plan may start it on a part of them) first tries to
+empty the nodes cheapest to empty (optimizer/step0_clearing.py, choosing with
+optimizer/node_clearing.py: checkpointing jobs past their minimum run, of a lower weight than the
+gang, each costing its weight times the work it would lose; worth it only where the stops pay for
+themselves as any stop does, against the gang's wait for the nodes to drain:
+optimizer/stop_pays.py's ``clearing_pays``). Running jobs the plan wants out stay unless the stop
+pays for itself (optimizer/stop_pays.py). Failing that it holds the nodes of its pool that drain
+first (else the emptiest) against lower-weight backfill, so they drain for it, where its team's
+quota (or what idle quota lends) admits it now: nodes drained for a gang the quota keeps out would
+only idle. The same nodes are held again at the next decisions (the planner hands the holds back in
+``PlanInputs.held_nodes``), as Slurm keeps a reservation, or no node would ever drain. Work that
+ends before the held nodes drain may still use them (EASY backfill).
 Pure.
 """
 
@@ -43,8 +44,7 @@ import numpy as np
 
 from optimizer.deadlines import steps_of_work
 from optimizer.inputs import PlanInputs
-from optimizer.node_clearing import Candidate, cheapest_clearing
-from optimizer.nodes import NodeBook, NodeHolds, place_gang, without
+from optimizer.nodes import NodeBook, NodeHolds, place_gang
 from optimizer.quota import (
     Borrower,
     Reclaim,
@@ -54,10 +54,11 @@ from optimizer.quota import (
     fits_quota,
     reclaim_pays,
 )
+from optimizer.step0_clearing import clear_for
 from optimizer.step0_kept import EPS, Plan0, kept_by_plan, withdraw_idle_preemptions
 from optimizer.step0_outcome import Blocked, Step0Outcome
 from optimizer.step0_promote import place_promoting
-from optimizer.stop_pays import StopRules, clearing_pays, stop_cost_gpu_s
+from optimizer.stop_pays import StopRules, stop_cost_gpu_s
 from schemas import DecisionCause
 
 
@@ -178,17 +179,17 @@ class _Step0:
         self.outcome.held_for = [dict(held) for held in self.nodes.held_job]
         return self.pool0, self.remaining, self.holds, self.outcome
 
-    def _gang(self, j: int) -> float:
+    def gang(self, j: int) -> float:
         return float(self.inputs.job_gang[j])
 
     def _within_quota(self, j: int) -> bool:
         """Within its team's quota or what idle quota still lends (optimizer/quota.py)."""
         inputs = self.inputs
-        return fits_quota(self.used, self.quota, inputs.quota_idle, int(inputs.job_team[j]), self._gang(j))
+        return fits_quota(self.used, self.quota, inputs.quota_idle, int(inputs.job_team[j]), self.gang(j))
 
-    def _count(self, j: int, p: int, sign: float = 1.0) -> None:
+    def count(self, j: int, p: int, sign: float = 1.0) -> None:
         """Count job j in pool p in step 0 (``sign`` -1: take it out again)."""
-        g = self._gang(j)
+        g = self.gang(j)
         self.cap[p] -= sign * g
         self.used[int(self.inputs.job_team[j])] += sign * g
         self.pool0[j] = p if sign > 0 else -1
@@ -214,12 +215,12 @@ class _Step0:
         for j in kept.tolist():
             p = int(inputs.job_running_pool[j])
             team = int(inputs.job_team[j])
-            fits = fits_cohort(self.used, self.quota, team, self._gang(j))
-            if plan.pinned[j] or (self.cap[p] + EPS >= self._gang(j) and fits):
-                self._count(j, p)
+            fits = fits_cohort(self.used, self.quota, team, self.gang(j))
+            if plan.pinned[j] or (self.cap[p] + EPS >= self.gang(j) and fits):
+                self.count(j, p)
                 if self.node_detail:
                     self.nodes.note_running(p, inputs.job_nodes.get(inputs.job_ids[j]), float(wall_s[j]))
-            elif self.cap[p] + EPS < self._gang(j):
+            elif self.cap[p] + EPS < self.gang(j):
                 self.outcome.no_room.add(j)  # inference (or a shrinking pool) took its room
 
     def release_stopped(self, svc_gpus0: np.ndarray) -> None:
@@ -230,7 +231,7 @@ class _Step0:
         stopped = ((inputs.job_running_pool >= 0) & (self.pool0 < 0)).nonzero()[0]
         for j in stopped.tolist():
             on_nodes = inputs.job_nodes.get(inputs.job_ids[j])
-            self.released[j] = self.nodes.release(int(inputs.job_running_pool[j]), self._gang(j), on_nodes)
+            self.released[j] = self.nodes.release(int(inputs.job_running_pool[j]), self.gang(j), on_nodes)
         if self.node_detail:  # (a pool without node detail reserves nothing)
             for p, gpus in enumerate(svc_gpus0.tolist()):
                 self.nodes.reserve_inference(p, math.ceil(gpus - EPS))
@@ -238,7 +239,7 @@ class _Step0:
     def _by_dips(self, j: int, pools: list[int]) -> list[int]:
         """``pools`` with those whose capacity dips before job j would end moved last."""
         inputs = self.inputs
-        wall_s = float(inputs.job_remaining_s[j]) / max(self._gang(j), 1.0)
+        wall_s = float(inputs.job_remaining_s[j]) / max(self.gang(j), 1.0)
         run_steps = math.ceil(wall_s / inputs.step_s)
         if min(self.dip_step, default=0) < run_steps <= max(self.dip_step, default=0):
             return sorted(pools, key=lambda p: self.dip_step[p] < run_steps)  # stable: keeps the order
@@ -250,7 +251,7 @@ class _Step0:
         if not self._within_quota(j):
             self.outcome.blocked[j] = Blocked(DecisionCause.TEAM_QUOTA, -1)
             return False
-        g = self._gang(j)
+        g = self.gang(j)
         start_s = self.inputs.holds_nodes_s(j)
         if not self._reclaim_for(j, pools, rank, start_s):
             return False
@@ -262,7 +263,7 @@ class _Step0:
             for node in placed:
                 self.top_weight[(p, node)] = max(self.top_weight.get((p, node), -math.inf), rank)
             self._keep_off_held(j, p, placed)
-            self._count(j, p)
+            self.count(j, p)
             self.outcome.blocked.pop(j, None)
             return True
         self.outcome.blocked[j] = self._blocked_in(j, pools, rank, out_s)
@@ -283,7 +284,7 @@ class _Step0:
         the first pool that takes it now, else in the first pool where it lacks only GPUs (one that
         has the GPUs on no node set is left to clearing and holds); False: it waits (a step, or until
         the borrowers end or checkpoint)."""
-        inputs, team, g = self.inputs, int(self.inputs.job_team[j]), self._gang(j)
+        inputs, team, g = self.inputs, int(self.inputs.job_team[j]), self.gang(j)
         own = math.isfinite(self.quota[team]) and self.used[team] + g <= self.quota[team] + EPS
         if not own or not pools or cohort_excess(self.used, self.quota) + g <= EPS:
             return True  # no quota of its own to take back, or the cohort has room for it
@@ -305,7 +306,7 @@ class _Step0:
             self.outcome.blocked[j] = Blocked(DecisionCause.QUOTA_LENT, p)
             return False
         for b in chosen:
-            self._count(b.job, b.pool, sign=-1.0)
+            self.count(b.job, b.pool, sign=-1.0)
             self.outcome.reclaimed_for[b.job] = j
         self.clear_budget -= len(chosen)
         return True
@@ -335,17 +336,17 @@ class _Step0:
 
     def _takes(self, j: int, p: int, rank: float, start_s: float) -> bool:
         """Pool p takes job j now: GPUs left, and its nodes (those open to ``rank``) where known."""
-        if self.cap[p] + EPS < self._gang(j):
+        if self.cap[p] + EPS < self.gang(j):
             return False
         out_s = self.inputs.exposed_s(j)
-        return self.nodes.free[p] is None or self.nodes.fits(p, self._gang(j), rank, start_s, out_s)
+        return self.nodes.free[p] is None or self.nodes.fits(p, self.gang(j), rank, start_s, out_s)
 
     def _blocked_in(self, j: int, pools: list[int], rank: float, out_s: float) -> Blocked:
         """Why no pool of ``pools`` takes job j, needing its nodes ``out_s`` seconds (exposed_s): its
         nodes with room go out for maintenance before then, or are held for another gang, where the pool's
         nodes would otherwise take it; else fragmentation where it has the GPUs; else the fullest
         pool."""
-        g, nodes = self._gang(j), self.nodes
+        g, nodes = self.gang(j), self.nodes
         fragmented: list[int] = []
         for p in pools:
             free = nodes.free[p]
@@ -363,79 +364,6 @@ class _Step0:
         most = max(pools, key=lambda p: (self.cap[p], -p)) if pools else -1
         return Blocked(DecisionCause.POOL_FULL, most)
 
-    def _clearing_candidates(self, j: int, p: int, plan: Plan0) -> list[Candidate]:
-        """Running jobs in pool p that may be stopped for job j: preemptible, checkpointing, past
-        their minimum run, on known nodes, and of a lower weight (never work of equal or higher
-        value for a gang); each costs its weight x (lost work + the preemption penalty). A job
-        that cannot checkpoint would lose all its work for a gain that rests on
-        estimated drain times: the gang waits for the nodes instead."""
-        inputs = self.inputs
-        weight = inputs.job_weight
-        running_here = (inputs.job_running_pool >= 0) & (self.pool0 == p)
-        stoppable = (
-            running_here
-            & inputs.job_preemptible
-            & np.isfinite(inputs.job_checkpoint_s)
-            & ~plan.pinned
-            & ~plan.fresh
-        )
-        cost = stop_cost_gpu_s(inputs, self.rules)
-        return [
-            Candidate(v, inputs.job_nodes[inputs.job_ids[v]], float(cost[v]))
-            for v in np.flatnonzero(stoppable).tolist()
-            if inputs.job_ids[v] in inputs.job_nodes and weight[v] < weight[j]
-        ]
-
-    def _drain_wait_s(self, j: int, p: int) -> float:
-        """How long gang j would wait for pool p's nodes to drain by themselves (unknown: the horizon)."""
-        inputs, nodes = self.inputs, self.nodes
-        horizon_s = inputs.blocks.horizon_s
-        count = max(-(-int(self._gang(j)) // inputs.pool_gpus_per_node[p]), 1)
-        drains = sorted(nodes.drain_s[p].get(i, 0.0) for i in range(len(nodes.job_free[p] or ())))
-        if nodes.unknown[p] or len(drains) < count:
-            return horizon_s
-        return min(drains[count - 1], horizon_s)
-
-    def clear_for(self, j: int, p: int, plan: Plan0) -> bool:
-        """Stop the cheapest lower-weight jobs whose nodes then take gang j, if the stops pay for
-        themselves (see node_clearing). Where the pool lacks GPUs for it, not only whole nodes,
-        only a gang of several nodes clears: the relaxed plan may start such a gang on a part of
-        its GPUs, which no rounding can run and which waits for the slowest of its nodes to drain
-        (gang-failures at seed 11: a weight-3 64-GPU gang waited 7.3 h, PWT 0.963 -> 0.997 of
-        kueue-hpa's with this); a gang within one node waits for GPUs to free as any job does."""
-        job_free = self.nodes.job_free[p]
-        g = self._gang(j)
-        per_node = self.inputs.pool_gpus_per_node[p]
-        if job_free is None or self.clear_budget <= 0:
-            return False
-        if self.cap[p] + EPS < g and g <= per_node:  # short of GPUs, and a gang within one node
-            return False
-        wait_s = self._drain_wait_s(j, p)
-        # nodes that go out for maintenance before the gang would end are not cleared for it
-        going = self.nodes.going(p, self.inputs.exposed_s(j))
-        candidates = [c for c in self._clearing_candidates(j, p, plan) if not going & set(c.on_nodes)]
-        chosen = cheapest_clearing(
-            without(job_free, going),
-            self.nodes.inference_gpus[p],
-            per_node,
-            int(g),
-            candidates,
-            budget_jobs=self.clear_budget,
-        )
-        if chosen is None or self.cap[p] + sum(self._gang(c.job) for c in chosen) + EPS < g:
-            return False
-        if not clearing_pays(self.inputs, j, [c.job for c in chosen], wait_s, self.rules):
-            return False
-        job_free = list(job_free)
-        for c in chosen:
-            self._count(c.job, p, sign=-1.0)
-            self.outcome.cleared_for[c.job] = j
-            for node, gpus in c.on_nodes.items():
-                job_free[node] = min(job_free[node] + gpus, per_node)
-        self.nodes.repack(p, job_free)
-        self.clear_budget -= len(chosen)
-        return True
-
     def _hold_nodes(self, j: int, p: int) -> None:
         """Hold nodes of pool p for gang j against lower-weight backfill (the same as last time
         where still free), so they drain for it."""
@@ -445,7 +373,7 @@ class _Step0:
         prefer = before[1] if before is not None and before[0] == p else ()
         real = len(inputs.pool_free_nodes[p] or ())
         weight = float(inputs.job_weight[j])
-        held = self.nodes.hold(p, self._gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
+        held = self.nodes.hold(p, self.gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
         self.holds[job_id] = (p, held)
 
     def start_promoted(self, promote: tuple[int, ...]) -> None:
@@ -480,7 +408,7 @@ class _Step0:
                 continue
             if not self._within_quota(j):  # its quota keeps it out: nodes cleared or held would idle
                 continue
-            if self.clear_for(j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
+            if clear_for(self, j, pools[0], plan) and self.try_start(j, [pools[0]], math.inf):
                 continue
             self._hold_nodes(j, pools[0])
 
