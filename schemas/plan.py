@@ -181,7 +181,7 @@ class JobDecision(Part):
         default_factory=list,
         description="nodes of its pool a job started now must not be placed on: maintenance takes them "
         "out before it would end, or they are held for a heavier gang as they drain (the Kubernetes "
-        "backend adds them to its pods' node affinity)",
+        "backend adds them to its pods' node affinity, the Slurm backend to the job's ExcNodeList)",
     )
 
     @model_validator(mode="after")

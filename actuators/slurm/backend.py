@@ -4,7 +4,11 @@ capacity is held as reservations.
 Place in the loop: a ``Backend`` for the ``Actuator`` engine. It maps an Allocation onto Slurm:
 
 - job ``run``: a pending job is moved to the pool's partition (while pending) and released;
-  a suspended one is resumed. A job already running in that pool is left alone.
+  a suspended one is resumed. A job already running in that pool is left alone. Where the decision
+  keeps the job off nodes (``avoid_nodes``: maintenance, or nodes held for a heavier gang as they
+  drain), they go into its ``ExcNodeList`` beside the user's own exclusions; the nodes ebbtide
+  added are recorded in its comment (``ebbtide-excluded:``), so the next start replaces exactly
+  those and the user's stay as they were.
 - job ``hold``: a pending job is held (``scontrol hold``); a running job is not touched.
 - job ``preempt``: the job gets its checkpoint signal (``scancel --full --signal=USR1``), the
   engine waits the grace period once for all preempted jobs, then ``scontrol requeuehold`` puts
@@ -34,7 +38,8 @@ from typing import Any, Protocol
 
 from actuators.base import PHASE_JOBS, PHASE_PREEMPT, PHASE_SERVICES, Change
 from actuators.observation import Observation, ObservedJob, ObservedService, service_key
-from actuators.slurm.comment import DECISION_MARK, note_of, with_note
+from actuators.slurm.comment import DECISION_MARK, EXCLUDED_MARK, note_of, with_excluded, with_note
+from actuators.slurm.maintenance import expand_hostlist
 from actuators.slurm.records import (
     gres_gpus,
     job_gpus,
@@ -112,6 +117,7 @@ class SlurmBackend:
         self._gpus_per_node: dict[str, int] = {}
         self._reservations: dict[str, dict[str, str]] = {}
         self._comments: dict[str, str] = {}
+        self._excluded: dict[str, str] = {}
 
     # -- observe ---------------------------------------------------------------------------
 
@@ -128,6 +134,7 @@ class SlurmBackend:
 
         chosen = {job_key(self.cluster, job["job_id"]): job for job in jobs_raw if "job_id" in job}
         self._comments = {str(job["job_id"]): str(job.get("comment") or "") for job in chosen.values()}
+        self._excluded = {str(job["job_id"]): str(job.get("excluded_nodes") or "") for job in chosen.values()}
         jobs = {
             key: ObservedJob(
                 job_id=key,
@@ -300,9 +307,14 @@ class SlurmBackend:
         # A requeued job is not eligible again for a while (Slurm sets its begin time ahead);
         # the plan says now, so say so.
         fields = {**note, "StartTime": "now"}
-        if job.pool != decision.pool and job.phase != "suspended":
-            fields["Partition"] = str(decision.pool)
-        if job.phase == "pending" and "Partition" not in fields:
+        detail = f"{job.phase} -> release in {decision.pool}"
+        if job.phase != "suspended":
+            fields |= self._exclusions(sid, decision.avoid_nodes, note)
+            if job.pool != decision.pool:
+                fields["Partition"] = str(decision.pool)
+            if decision.avoid_nodes:
+                detail += f" off {', '.join(decision.avoid_nodes)} (maintenance, or held for a heavier gang)"
+        if job.phase == "pending" and "Partition" not in fields and "ExcNodeList" not in fields:
             return Change(target=target, action=action, detail="released, waiting for Slurm to start it")
 
         def run() -> None:
@@ -312,9 +324,25 @@ class SlurmBackend:
             elif job.phase == "suspended":
                 self.transport.resume(sid)
 
-        return Change(
-            target=target, action=action, execute=run, detail=f"{job.phase} -> release in {decision.pool}"
-        )
+        return Change(target=target, action=action, execute=run, detail=detail)
+
+    def _exclusions(self, sid: str, avoid: Sequence[str], note: Mapping[str, str]) -> dict[str, str]:
+        """The job fields that keep a job to be started off ``avoid``: its ``ExcNodeList`` (the user's
+        own exclusions, then these) where that changes, and its comment with the record of the nodes
+        ebbtide excluded (on top of this step's decision note, if any) where that changes. The user's
+        own are what the list holds beyond the record; a node they excluded stays theirs."""
+        comment = note.get("Comment", self._comments.get(sid, ""))
+        ours_before = set(expand_hostlist(note_of(comment, EXCLUDED_MARK) or ""))
+        excluded = expand_hostlist(self._excluded.get(sid, ""))
+        users = [node for node in excluded if node not in ours_before]
+        ours = sorted(set(avoid) - set(users))
+        fields: dict[str, str] = {}
+        if set(users) | set(ours) != set(excluded):
+            fields["ExcNodeList"] = ",".join([*users, *ours])
+        recorded = with_excluded(comment, ours)
+        if recorded != self._comments.get(sid, ""):
+            fields["Comment"] = recorded
+        return fields
 
     def _plan_hold(self, target: str, action: str, job: ObservedJob, note: dict[str, str]) -> Change:
         sid = job.backend_id

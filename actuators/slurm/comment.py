@@ -7,6 +7,7 @@ source writes why a spec could not be read. One comment, sections split by `` | 
     ebbtide: est_gpu_h=4 deadline=2026-12-02T06:00Z ckpt_s=1800 weight=3 team=nlp preemptible=yes
     ebbtide: est_gpu_h=4 weight=3 | ebbtide-decision: hold: pool pool-a is full (plan=p-1a2b)
     ebbtide: est_gpu_h=x | ebbtide-error: est_gpu_h: 'x' is not a number
+    ebbtide: est_gpu_h=4 | ebbtide-excluded: a3,a4 | ebbtide-decision: run: ... (plan=p-1a2b)
 
 The ``ebbtide:`` section is the user's, ``key=value`` words (units in the key):
 
@@ -28,12 +29,14 @@ gpu_type       GPU types allowed, comma-separated           allowed_gpu_types
 The job's GPUs (its gang) come from its GRES request times its nodes and its allowed pools from
 its partitions (``sbatch -p a,b``), not from the comment. A comment without an ``ebbtide:``
 section is not an ebbtide job. Sections that start ``ebbtide-`` are ebbtide's own notes: each
-write replaces them and keeps the user's section as it was.
+write replaces them and keeps the user's section as it was, except ``ebbtide-excluded:``, the nodes
+ebbtide added to the job's ``ExcNodeList`` (the rest of that list is the user's own), which stays
+until the backend rewrites it (``with_excluded``), as the exclusions themselves stay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +48,7 @@ from schemas.codec import describe
 SPEC_MARK = "ebbtide:"
 DECISION_MARK = "ebbtide-decision:"
 ERROR_MARK = "ebbtide-error:"
+EXCLUDED_MARK = "ebbtide-excluded:"
 SEPARATOR = " | "
 
 
@@ -73,9 +77,20 @@ def note_of(comment: str | None, mark: str) -> str | None:
 
 
 def with_note(comment: str | None, mark: str, text: str) -> str:
-    """The comment with the user's section kept and ebbtide's notes replaced by ``mark text``."""
-    user = [p for p in sections(comment) if not p.startswith("ebbtide-")]
-    return SEPARATOR.join([*user, f"{mark} {text}"])
+    """The comment with the user's section and ebbtide's record of excluded nodes kept, and
+    ebbtide's other notes replaced by ``mark text``."""
+    kept = [p for p in sections(comment) if not p.startswith("ebbtide-") or p.startswith(EXCLUDED_MARK)]
+    return SEPARATOR.join([*kept, f"{mark} {text}"])
+
+
+def with_excluded(comment: str | None, nodes: Sequence[str]) -> str:
+    """The comment with ebbtide's record of the nodes it excluded set to ``nodes`` (taken out where
+    there are none), before ebbtide's other notes; everything else kept as it was."""
+    parts = [p for p in sections(comment) if not p.startswith(EXCLUDED_MARK)]
+    user = [p for p in parts if not p.startswith("ebbtide-")]
+    notes = [p for p in parts if p.startswith("ebbtide-")]
+    record = [f"{EXCLUDED_MARK} {','.join(nodes)}"] if nodes else []
+    return SEPARATOR.join([*user, *record, *notes])
 
 
 def _number(low: float, strict: bool) -> Callable[[str], float]:

@@ -7,9 +7,9 @@ fails permanently, naming what the daemon offers, when there is none (a daemon s
 
 Place in the loop: the transport under ``SlurmBackend`` when a slurmrestd URL and a JWT are
 configured. Reads (jobs, nodes, reservations) and job updates (hold, release, partition, begin
-time, comment) and signals go through REST; v0.0.38 has no requeue and no reservation writes, so
-those go through ``SlurmCli`` (the actuator host then needs the Slurm client tools and
-``slurm.conf``). Jobs and nodes come back in the same JSON as ``squeue/sinfo --json``;
+time, comment, excluded nodes) and signals go through REST; v0.0.38 has no requeue and no
+reservation writes, so those go through ``SlurmCli`` (the actuator host then needs the Slurm client
+tools and ``slurm.conf``). Jobs and nodes come back in the same JSON as ``squeue/sinfo --json``;
 reservations are converted to the CLI's field names so the backend reads one format.
 
 Authentication: headers ``X-SLURM-USER-NAME`` and ``X-SLURM-USER-TOKEN`` (a token from
@@ -40,6 +40,9 @@ _FIELD_NAMES = {
     "Partition": "partition",
     "Priority": "priority",
     "Nice": "nice",
+    # Not in the v0.0.38 schema document, but 22.05's job parser takes it (tried against slurmrestd
+    # 22.05.8: it sets and, given "", clears the job's ExcNodeList).
+    "ExcNodeList": "exclude_nodes",
 }
 
 

@@ -9,10 +9,12 @@ import pytest
 from actuators.slurm.comment import (
     DECISION_MARK,
     ERROR_MARK,
+    EXCLUDED_MARK,
     CommentError,
     note_of,
     parse_spec,
     spec_section,
+    with_excluded,
     with_note,
 )
 
@@ -102,3 +104,15 @@ def test_a_note_replaces_ebbtides_notes_and_keeps_the_users_section() -> None:
     assert second == "ebbtide: est_gpu_h=1 | ebbtide-error: weight: bad"
     assert note_of(second, ERROR_MARK) == "weight: bad" and note_of(second, DECISION_MARK) is None
     assert spec_section(second) == "ebbtide: est_gpu_h=1"
+
+
+def test_the_record_of_excluded_nodes_outlives_the_decision_notes_until_rewritten() -> None:
+    spec = "ebbtide: est_gpu_h=1"
+    recorded = with_excluded(with_note(spec, DECISION_MARK, "run: go (plan=p)"), ["a3", "a4"])
+    assert recorded == f"{spec} | {EXCLUDED_MARK} a3,a4 | {DECISION_MARK} run: go (plan=p)"
+    held = with_note(recorded, DECISION_MARK, "hold: full (plan=q)")
+    assert held == f"{spec} | {EXCLUDED_MARK} a3,a4 | {DECISION_MARK} hold: full (plan=q)"
+    assert note_of(with_note(held, ERROR_MARK, "weight: bad"), EXCLUDED_MARK) == "a3,a4"
+    cleared = with_excluded(held, [])
+    assert cleared == f"{spec} | {DECISION_MARK} hold: full (plan=q)"
+    assert spec_section(cleared) == spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ from actuators.engine import ActuationEngine, RetryPolicy, results_by_target
 from actuators.slurm import SlurmBackend, SlurmCli, reservation_name
 from actuators.slurm.backend import slurm_time
 from actuators.slurm.rest import SlurmRest
-from schemas import JobEventKind
+from schemas import Allocation, JobEventKind
 
 pytestmark = pytest.mark.slurm
 
@@ -95,6 +96,54 @@ def test_running_preemptible_job_requeued_after_checkpoint_signal(slurm_cluster,
     assert again[0].outcome == "already-applied"
     actuator.apply(make_allocation("plan-r", jobs=[(train, "run", "pool-a", 8)]))
     wait_for(lambda: phase_of(backend, train) == "running", what="job-train to restart")
+
+
+def kept_off(allocation: Allocation, nodes: list[str]) -> Allocation:
+    """The allocation with every job decision keeping off ``nodes``."""
+    jobs = [j.model_copy(update={"avoid_nodes": nodes}) for j in allocation.jobs]
+    return allocation.model_copy(update={"jobs": jobs})
+
+
+def test_a_start_keeps_off_the_nodes_it_avoids_and_the_users_own_exclusions_stay(
+    slurm_cluster, make_allocation
+) -> None:
+    sid = slurm_cluster.submit("kept-off", "pool-a", gpus=8, comment="ebbtide: est_gpu_h=4")
+    slurm_cluster.run("scontrol", "update", f"JobId={sid}", "ExcNodeList=a1")  # the user's own
+    job = f"test-{sid}"
+    actuator, backend = make_actuator(slurm_cluster, grace_s=0.0)
+
+    def squeue(field: str) -> str:
+        return slurm_cluster.run("squeue", "-h", "-j", str(sid), "-o", field).stdout.strip()
+
+    actuator.apply(kept_off(make_allocation("plan-1", jobs=[(job, "run", "pool-b", 8)]), ["b1"]))
+    wait_for(lambda: phase_of(backend, job) == "running", what="kept-off to start")
+    assert set(backend.observe().jobs[job].nodes) == {"b2"}, "placed off the node held for another gang"
+    assert (
+        squeue("%k")
+        == "ebbtide: est_gpu_h=4 | ebbtide-excluded: b1 | ebbtide-decision: run: test (plan=plan-1)"
+    )
+    assert {
+        r.outcome for r in actuator.apply(make_allocation("plan-1", jobs=[(job, "run", "pool-b", 8)]))
+    } == {"already-applied"}, "a running job is not touched"
+
+    actuator.apply(make_allocation("plan-2", jobs=[(job, "preempt", None, 0)]))
+    wait_for(lambda: phase_of(backend, job) == "held", what="kept-off requeued and held")
+    assert "ebbtide-excluded: b1" in squeue("%k"), "the record stays while the exclusion does"
+    actuator.apply(kept_off(make_allocation("plan-3", jobs=[(job, "run", "pool-b", 8)]), ["b2"]))
+    wait_for(lambda: phase_of(backend, job) == "running", what="kept-off to restart")
+    assert set(backend.observe().jobs[job].nodes) == {"b1"}
+    assert (
+        squeue("%k")
+        == "ebbtide: est_gpu_h=4 | ebbtide-excluded: b2 | ebbtide-decision: run: test (plan=plan-3)"
+    )
+
+    actuator.apply(make_allocation("plan-4", jobs=[(job, "preempt", None, 0)]))
+    wait_for(lambda: phase_of(backend, job) == "held", what="kept-off held again")
+    actuator.apply(make_allocation("plan-5", jobs=[(job, "run", "pool-b", 8)]))
+    wait_for(lambda: phase_of(backend, job) == "running", what="kept-off to run anywhere in pool-b")
+    jobs = json.loads(slurm_cluster.run("squeue", "--json").stdout)["jobs"]
+    assert [j["excluded_nodes"] for j in jobs if j["job_id"] == sid] == ["a1"], "only the user's own left"
+    assert squeue("%k") == "ebbtide: est_gpu_h=4 | ebbtide-decision: run: test (plan=plan-5)"
 
 
 def test_reservation_holds_inference_capacity_and_follows_the_next_step(
@@ -232,10 +281,13 @@ def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
     )
 
     actuator = ActuationEngine(rest_backend, "test", retry=FAST_RETRY)
-    allocation = make_allocation(
-        "plan-rest",
-        jobs=[(rest_1, "run", "pool-b", 2), (rest_2, "hold", None, 0)],
-        services=[("chat", "pool-a", 1, 8.0)],
+    allocation = kept_off(
+        make_allocation(
+            "plan-rest",
+            jobs=[(rest_1, "run", "pool-b", 2), (rest_2, "hold", None, 0)],
+            services=[("chat", "pool-a", 1, 8.0)],
+        ),
+        ["b1"],
     )
     first = {r.target: r.outcome for r in actuator.apply(allocation)}
     assert first == {
@@ -246,6 +298,7 @@ def test_slurmrestd_transport_sees_what_the_cli_sees_and_applies_a_step(
     wait_for(lambda: phase_of(rest_backend, rest_1) == "running", what="rest-1 to start")
     observed = rest_backend.observe()
     assert (observed.jobs[rest_1].pool, observed.jobs[rest_1].plan_id) == ("pool-b", "plan-rest")
+    assert set(observed.jobs[rest_1].nodes) == {"b2"}, "kept off b1 through slurmrestd"
     assert observed.service("chat", "pool-a").gpus == 8.0
     assert {r.outcome for r in actuator.apply(allocation)} == {"already-applied"}
 
