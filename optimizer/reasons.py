@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -103,20 +103,30 @@ def node_labels(inputs: PlanInputs, p: int, nodes: Iterable[int]) -> str:
     return ", ".join(names[n] if n < len(names) else f"#{n}" for n in sorted(nodes))
 
 
-def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, str]:
+def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, tuple[str, float]]:
     """For each gang with nodes held for it as they drain, those nodes as its reasons quote them
-    (the first pool that holds any, as step 0 recorded them)."""
+    (the first pool that holds any, as step 0 recorded them) and the seconds until they drain by
+    their jobs' estimates (0: unknown)."""
     by_job: dict[int, tuple[int, list[int]]] = {}
     for p, held in enumerate(plan.outcome.held_for):
         for node, job in held.items():
             pool, nodes = by_job.setdefault(job, (p, []))
             if pool == p:
                 nodes.append(node)
-    return {
-        job: f"; node(s) {node_labels(inputs, p, nodes)} of pool {inputs.pool_names[p]} "
-        "held for it as they drain"
-        for job, (p, nodes) in by_job.items()
-    }
+    out = {}
+    for job, (p, nodes) in by_job.items():
+        drain_s = plan.outcome.held_drain_s.get((job, p), 0.0)
+        where = f"node(s) {node_labels(inputs, p, nodes)} of pool {inputs.pool_names[p]}"
+        out[job] = (f"; {where} held for it as they drain{_drained_by(inputs, drain_s)}", drain_s)
+    return out
+
+
+def _drained_by(inputs: PlanInputs, drain_s: float) -> str:
+    """When held nodes drain by their running jobs' estimates, as reasons quote it: '' where unknown
+    or past (jobs that overran their estimates, or inference replicas, may still hold them)."""
+    if drain_s <= 0:
+        return ""
+    return f" (by {inputs.step_start(0) + timedelta(seconds=drain_s):%H:%M} by their jobs' estimates)"
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,7 @@ class ReasonContext:
     svc_notes: list[str]  # [S] each service's forecast as reasons quote it
     job_numbers: dict[int, dict[str, object]]  # the numbers each job's reasons quote
     first_block: list[int]  # [J] the first block the plan runs each job in, -1: none
-    held_for: dict[int, str]  # gang job -> the nodes held for it, as its reasons quote them
+    held_for: dict[int, tuple[str, float]]  # gang job -> the nodes held for it as reasons quote them, drain s
     running_pool: list[int]  # [J] inputs.job_running_pool as a list
     preemptible: list[bool]  # [J] inputs.job_preemptible as a list
 
@@ -302,10 +312,18 @@ class ReasonContext:
     def _when(self, j: int) -> str:
         """When the plan starts job j, if within the horizon."""
         inp, b = self.inputs, self.first_block[j]
+        step = int(inp.blocks.first_step[b]) if b >= 0 else -1
+        if j in self.held_for and (b < 0 or inp.step_start(step) < self._drained_at(j)):
+            # step 0 holds nodes because the relaxed plan starts it now; the rounded plan counts the
+            # pool's GPUs, not its nodes, and may start it before they drain, or not at all
+            return "to start once the nodes held for it have drained"
         if b < 0:
             return "not planned to start within the horizon"
-        step = int(inp.blocks.first_step[b])
         return f"planned to start at {_hhmm(inp, step)} in pool {inp.pool_names[self.plan.job_pool[j, b]]}"
+
+    def _drained_at(self, j: int) -> datetime:
+        """When the nodes held for gang j drain by their jobs' estimates (now where unknown)."""
+        return self.inputs.step_start(0) + timedelta(seconds=self.held_for[j][1])
 
     def hold_reason(self, j: int) -> Reason:
         inp = self.inputs
@@ -313,7 +331,7 @@ class ReasonContext:
             return explain(C.NO_ALLOWED_POOL)
         if inp.job_remaining_s[j] <= 0:
             return explain(C.NO_WORK_LEFT)
-        numbers = self.job_numbers[j] | {"when": self._when(j), "held": self.held_for.get(j, "")}
+        numbers = self.job_numbers[j] | {"when": self._when(j), "held": self.held_for.get(j, ("", 0.0))[0]}
         team = int(inp.job_team[j])
         if j in self.plan.outcome.went_first:
             gang, idle = self.plan.outcome.went_first[j]

@@ -375,6 +375,8 @@ class _Step0:
         weight = float(inputs.job_weight[j])
         held = self.nodes.hold(p, self.gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
         self.holds[job_id] = (p, held)
+        if held and not self.nodes.unknown[p]:  # when they drain by their jobs' estimates, for the reasons
+            self.outcome.held_drain_s[j, p] = self.nodes.shadow_s[p][held[0]]
 
     def start_promoted(self, promote: tuple[int, ...]) -> None:
         """Larger gangs placed before the plan's starts (optimizer/step0_promote.py), by their

@@ -271,6 +271,11 @@ def check_numbers(state: ClusterState, alloc: Allocation) -> None:
             start = re.search(r"planned to start at ([\d:]+)", text)
             ends = math.inf if m[1] == "the horizon's end" else minutes_ahead(alloc.issued_at, m[1])
             assert start is None or minutes_ahead(alloc.issued_at, start[1]) >= ends, text
+        if m := re.search(r"held for it as they drain \(by ([\d:]+) by their jobs' estimates\)", text):
+            # a gang waiting for nodes to drain is not said to start before they do
+            start = re.search(r"planned to start at ([\d:]+)", text)
+            drained = minutes_ahead(alloc.issued_at, m[1])
+            assert start is None or minutes_ahead(alloc.issued_at, start[1]) >= drained, text
 
 
 def minutes_ahead(now: datetime, hhmm: str) -> int:
