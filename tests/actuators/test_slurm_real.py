@@ -146,6 +146,35 @@ def test_a_start_keeps_off_the_nodes_it_avoids_and_the_users_own_exclusions_stay
     assert squeue("%k") == "ebbtide: est_gpu_h=4 | ebbtide-decision: run: test (plan=plan-5)"
 
 
+def test_a_released_job_still_waiting_follows_the_nodes_each_step_avoids(
+    slurm_cluster, make_allocation
+) -> None:
+    for node in ("b1", "b2"):  # pool-b full: the released job waits
+        slurm_cluster.submit(f"busy-{node}", "pool-b", gpus=8, hold=False)
+    sid = slurm_cluster.submit("waiting", "pool-b", gpus=8, comment="ebbtide: est_gpu_h=1")
+    job = f"test-{sid}"
+    actuator, backend = make_actuator(slurm_cluster, grace_s=0.0)
+    wait_for(lambda: backend.observe().gpus_free["pool-b"] == 0, what="pool-b to fill")
+
+    def excluded() -> tuple[str, str]:
+        (record,) = [
+            j for j in json.loads(slurm_cluster.run("squeue", "--json").stdout)["jobs"] if j["job_id"] == sid
+        ]
+        return record["excluded_nodes"], record["comment"]
+
+    for step, avoid in enumerate((["b1"], ["b2"], [])):
+        allocation = kept_off(make_allocation(f"plan-{step}", jobs=[(job, "run", "pool-b", 8)]), avoid)
+        (result,) = actuator.apply(allocation)
+        assert result.outcome == "applied", result
+        assert phase_of(backend, job) == "pending", "released, and waiting for room"
+        note = f"ebbtide-excluded: {avoid[0]} | " if avoid else ""
+        # the decision note stays plan-0's: it is rewritten only when the action or its reason changes
+        assert excluded() == (
+            ",".join(avoid),
+            f"ebbtide: est_gpu_h=1 | {note}ebbtide-decision: run: test (plan=plan-0)",
+        )
+
+
 def test_reservation_holds_inference_capacity_and_follows_the_next_step(
     slurm_cluster, make_allocation
 ) -> None:
