@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -103,10 +104,17 @@ def node_labels(inputs: PlanInputs, p: int, nodes: Iterable[int]) -> str:
     return ", ".join(names[n] if n < len(names) else f"#{n}" for n in sorted(nodes))
 
 
-def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, tuple[str, float]]:
-    """For each gang with nodes held for it as they drain, those nodes as its reasons quote them
-    (the first pool that holds any, as step 0 recorded them) and the seconds until they drain by
-    their jobs' estimates (0: unknown)."""
+class HeldNodes(NamedTuple):
+    """The nodes held for a gang as they drain: as its reasons quote them, and the seconds until
+    they drain by their jobs' estimates (0: unknown)."""
+
+    quoted: str
+    drain_s: float
+
+
+def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, HeldNodes]:
+    """For each gang with nodes held for it as they drain, those nodes (the first pool that holds
+    any, as step 0 recorded them)."""
     by_job: dict[int, tuple[int, list[int]]] = {}
     for p, held in enumerate(plan.outcome.held_for):
         for node, job in held.items():
@@ -117,7 +125,7 @@ def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, tuple[str, f
     for job, (p, nodes) in by_job.items():
         drain_s = plan.outcome.held_drain_s.get((job, p), 0.0)
         where = f"node(s) {node_labels(inputs, p, nodes)} of pool {inputs.pool_names[p]}"
-        out[job] = (f"; {where} held for it as they drain{_drained_by(inputs, drain_s)}", drain_s)
+        out[job] = HeldNodes(f"; {where} held for it as they drain{_drained_by(inputs, drain_s)}", drain_s)
     return out
 
 
@@ -140,7 +148,7 @@ class ReasonContext:
     svc_notes: list[str]  # [S] each service's forecast as reasons quote it
     job_numbers: dict[int, dict[str, object]]  # the numbers each job's reasons quote
     first_block: list[int]  # [J] the first block the plan runs each job in, -1: none
-    held_for: dict[int, tuple[str, float]]  # gang job -> the nodes held for it as reasons quote them, drain s
+    held_for: dict[int, HeldNodes]  # gang job -> the nodes held for it as they drain
     running_pool: list[int]  # [J] inputs.job_running_pool as a list
     preemptible: list[bool]  # [J] inputs.job_preemptible as a list
 
@@ -310,7 +318,8 @@ class ReasonContext:
         return jobs + float((inp.svc_replicas_now[:, p] * inp.svc_gpr).sum()) if inp.n_services else jobs
 
     def _when(self, j: int) -> str:
-        """When the plan starts job j, if within the horizon."""
+        """When the plan starts job j, if within the horizon; for a gang with nodes held for it, not
+        before they drain."""
         inp, b = self.inputs, self.first_block[j]
         step = int(inp.blocks.first_step[b]) if b >= 0 else -1
         if j in self.held_for and (b < 0 or inp.step_start(step) < self._drained_at(j)):
@@ -323,7 +332,7 @@ class ReasonContext:
 
     def _drained_at(self, j: int) -> datetime:
         """When the nodes held for gang j drain by their jobs' estimates (now where unknown)."""
-        return self.inputs.step_start(0) + timedelta(seconds=self.held_for[j][1])
+        return self.inputs.step_start(0) + timedelta(seconds=self.held_for[j].drain_s)
 
     def hold_reason(self, j: int) -> Reason:
         inp = self.inputs
@@ -331,7 +340,8 @@ class ReasonContext:
             return explain(C.NO_ALLOWED_POOL)
         if inp.job_remaining_s[j] <= 0:
             return explain(C.NO_WORK_LEFT)
-        numbers = self.job_numbers[j] | {"when": self._when(j), "held": self.held_for.get(j, ("", 0.0))[0]}
+        held = self.held_for.get(j)
+        numbers = self.job_numbers[j] | {"when": self._when(j), "held": held.quoted if held else ""}
         team = int(inp.job_team[j])
         if j in self.plan.outcome.went_first:
             gang, idle = self.plan.outcome.went_first[j]
