@@ -123,7 +123,7 @@ def _held_nodes(inputs: PlanInputs, plan: RoundedPlan) -> dict[int, HeldNodes]:
                 nodes.append(node)
     out = {}
     for job, (p, nodes) in by_job.items():
-        drain_s = plan.outcome.held_drain_s.get((job, p), 0.0)
+        drain_s = max(plan.outcome.held_drain_s[p].get(node, 0.0) for node in nodes)
         where = f"node(s) {node_labels(inputs, p, nodes)} of pool {inputs.pool_names[p]}"
         out[job] = HeldNodes(f"; {where} held for it as they drain{_drained_by(inputs, drain_s)}", drain_s)
     return out

@@ -177,6 +177,7 @@ class _Step0:
     def result(self) -> tuple[np.ndarray, np.ndarray, NodeHolds, Step0Outcome]:
         self.outcome.node_free = [None if free is None else list(free) for free in self.nodes.free]
         self.outcome.held_for = [dict(held) for held in self.nodes.held_job]
+        self.outcome.held_drain_s = [dict(drain) for drain in self.nodes.shadow_s]
         return self.pool0, self.remaining, self.holds, self.outcome
 
     def gang(self, j: int) -> float:
@@ -375,8 +376,6 @@ class _Step0:
         weight = float(inputs.job_weight[j])
         held = self.nodes.hold(p, self.gang(j), weight, prefer, real, job=j, run_s=inputs.exposed_s(j))
         self.holds[job_id] = (p, held)
-        if held and not self.nodes.unknown[p]:  # when they drain by their jobs' estimates, for the reasons
-            self.outcome.held_drain_s[j, p] = self.nodes.shadow_s[p][held[0]]
 
     def start_promoted(self, promote: tuple[int, ...]) -> None:
         """Larger gangs placed before the plan's starts (optimizer/step0_promote.py), by their

@@ -36,6 +36,6 @@ class Step0Outcome:
     no_room: set[int] = field(default_factory=set)  # kept, but its pool had no room left for it
     node_free: list[list[int] | None] = field(default_factory=list)  # per pool: free GPUs per node
     held_for: list[dict[int, int]] = field(default_factory=list)  # per pool: held node -> gang job
-    held_drain_s: dict[tuple[int, int], float] = field(default_factory=dict)  # (gang, pool) -> drain in s
+    held_drain_s: list[dict[int, float]] = field(default_factory=list)  # per pool: held node -> drain, s
     kept_off: dict[int, set[int]] = field(default_factory=dict)  # started job -> held nodes it keeps off
     preemption_bound: int = 0  # preemptions allowed per step
