@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bench.provenance import git_commit, package_versions
+from bench.targets import RunTargets, check_run
 from simulator.bound import Bound, WindowBound
 from simulator.cluster import Simulator
 from simulator.metrics import RunMetrics
@@ -61,11 +62,33 @@ class BenchResult:
             "failures": self.failures,
             "scenarios": {s: self._scenario_json(s) for s in self.results},
             "details": {s: {p: m.details() for p, m in by.items()} for s, by in self.results.items()},
+            "runs": {s: self._runs_json(s) for s in self.results},
+            "targets": [t.to_json() for t in self.targets()],
             "quick": self.quick,
             "seed": self.seed,
             "wall_s": self.wall_s,
             "peak_rss_mib": self.peak_rss_mib,
         }
+
+    def per_run_figures(self) -> list[tuple[str, int, dict[str, dict[str, Any]]]]:
+        """(scenario, seed, policy -> headline figures) for every run, seed by seed."""
+        return [
+            (scenario, seed, {policy: m.headline() for policy, m in run.items()})
+            for scenario, runs in self.runs.items()
+            for seed, run in zip(self.seeds[scenario], runs, strict=True)
+        ]
+
+    def targets(self) -> list[RunTargets]:
+        """The planner's targets checked on each run (bench/targets.py)."""
+        checked = [check_run(scenario, seed, figures) for scenario, seed, figures in self.per_run_figures()]
+        return [t for t in checked if t is not None]
+
+    def _runs_json(self, scenario: str) -> list[dict[str, Any]]:
+        return [
+            {"seed": seed, "policies": figures}
+            for name, seed, figures in self.per_run_figures()
+            if name == scenario
+        ]
 
     def _scenario_json(self, scenario: str) -> dict[str, dict[str, Any]]:
         cells: dict[str, dict[str, Any]] = {}

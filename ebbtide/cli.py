@@ -21,6 +21,7 @@ _SUB_APPS = {
 }
 _COMMAND_MODULES = (
     "ebbtide.cli_bench",
+    "ebbtide.cli_bench_targets",
     "ebbtide.cli_run",
     "ebbtide.cli_bench_decisions",
     "ebbtide.cli_bench_kube",

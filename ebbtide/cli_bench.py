@@ -51,6 +51,7 @@ def bench(
 
     from bench.plot_bench import write_png
     from bench.scenarios_bench import render_table, run_bench
+    from bench.targets import render_targets
     from simulator.registry import available_policies
     from simulator.scenario import ScenarioError, load_scenario
 
@@ -79,6 +80,9 @@ def bench(
     )
     out = Console(width=None if Console().is_terminal else 190)
     out.print(render_table(result))
+    targets = result.targets()
+    if targets:
+        out.print(render_targets(targets))
     png = write_png(result, out_dir)
     out.print(
         f"{len(scenarios)} scenarios x {len(chosen)} policies in {result.wall_s:.1f} s; "
