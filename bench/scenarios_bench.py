@@ -25,7 +25,7 @@ from rich.table import Table
 
 from bench.provenance import git_commit, package_versions
 from bench.targets import RunTargets, check_run
-from simulator.bound import Bound, WindowBound
+from simulator.bound import Bound, NoBound, WindowBound
 from simulator.cluster import Simulator
 from simulator.metrics import RunMetrics
 from simulator.registry import PolicyFactory
@@ -53,6 +53,8 @@ class BenchResult:
     peak_rss_mib: float = 0.0
     failures: dict[str, dict[str, str]] = field(default_factory=dict)
     """scenario -> policy -> error, for runs that raised (they have no figures)."""
+    no_bound: dict[str, str] = field(default_factory=dict)
+    """scenario -> why it has no bound (simulator/bound.py's NoBound: a closed-loop workload)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +62,7 @@ class BenchResult:
             "git_commit": git_commit(),
             "seeds": self.seeds,
             "failures": self.failures,
+            "no_bound": self.no_bound,
             "scenarios": {s: self._scenario_json(s) for s in self.results},
             "details": {s: {p: m.details() for p, m in by.items()} for s, by in self.results.items()},
             "runs": {s: self._runs_json(s) for s in self.results},
@@ -174,6 +177,7 @@ class _Cell:
 
     by_policy: dict[str, RunMetrics]
     bound: Bound | None
+    no_bound: str | None = None
 
 
 def _run_cell(
@@ -199,6 +203,8 @@ def _run_cell(
             ceiling = window.pwt_at(m.slo_shortfall)
             by_policy[name] = replace(m, pwt_to_bound=m.pwt / ceiling if ceiling > 0 else None)
         return _Cell(by_policy, window.summary())
+    except NoBound as exc:  # not a failure: the scenario has no bound to give
+        return _Cell(by_policy, None, no_bound=str(exc))
     except Exception as exc:  # the bound failing must not hide the policies' figures
         failures[BOUND] = f"{type(exc).__name__}: {exc}"
         return _Cell(by_policy, None)
@@ -234,6 +240,8 @@ def run_bench(
             cells = [_run_cell(scenario, policies, quick, s, repeat, failures, advance) for s in seeds]
             if failures:
                 result.failures[scenario.name] = failures
+            for reason in {c.no_bound for c in cells if c.no_bound}:
+                result.no_bound[scenario.name] = reason
             result.seeds[scenario.name] = seeds
             result.runs[scenario.name] = [c.by_policy for c in cells]
             result.results[scenario.name] = aggregate(result.runs[scenario.name])
@@ -322,6 +330,8 @@ def render_table(result: BenchResult) -> Table:
             table.add_row(scenario if i == 0 else "", policy, *cells)
         if scenario in result.bounds:
             table.add_row("", BOUND, *_bound_row(result.bounds[scenario]))
+        elif scenario in result.no_bound:
+            table.add_row("", BOUND, "none:", result.no_bound[scenario], *[""] * (len(COLUMNS) - 4))
         for policy in result.failures.get(scenario, {}):
             table.add_row("", policy, "FAILED", "(error below)", *[""] * (len(COLUMNS) - 4))
         table.add_section()

@@ -19,6 +19,10 @@ The relaxation (GPU-hours throughout; t a decision step, p a pool, j a job, v a 
   policy's inference service level (where demand outruns the GPUs no policy serves it in full, so
   the floor is capped at what can be served, computed once by the same LP maximising service).
 
+A closed-loop workload (``population``: a new job each time one of the loop's finishes) has no
+bound here: its arrivals depend on the policy, so the window's jobs are not known beforehand
+(``NoBound``; the benchmark then reports none for that scenario).
+
 Why it is an upper bound: the trajectory of ANY policy in the simulator, summed per step, is a
 feasible point. A running job does at most gpus x tick of work per tick, only after it arrived,
 only on a pool it may use, never past its true work; the work it keeps (PWT's definition) is at
@@ -44,6 +48,10 @@ from simulator.cluster import Simulator
 from simulator.workload import SimJob
 
 HOUR_S = 3600.0
+
+
+class NoBound(ValueError):
+    """The scenario has no offline bound (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,8 @@ def _add_jobs(b: _Builder, sim: Simulator, by_pool_step: list[list[list[int]]]) 
 
 def build_window_lp(sim: Simulator) -> WindowLp:
     """The relaxation of ``sim``'s whole window (see the module docstring)."""
+    if sim.closed_loop:
+        raise NoBound("closed-loop workload: its arrivals depend on the policy")
     capacity, demand = step_sums(sim)
     names = list(sim.pools)
     b = _Builder()

@@ -143,6 +143,12 @@ class Simulator:
             self.jobs[sim_job.spec.job_id] = LiveJob(sim_job)
             self._next_arrival += 1
 
+    @property
+    def closed_loop(self) -> bool:
+        """Whether some arrivals depend on the policy (a closed-loop generator draws a job each
+        time one of its own finishes): then no offline bound knows the window's arrivals."""
+        return bool(self._closed_loops)
+
     def _replace_in_closed_loop(self, job: LiveJob) -> None:
         """A job of a closed-loop generator that finishes is followed by a new one of the same loop."""
         drawer = self._closed_loops.get(job.job_id.rsplit("-", 1)[0] + "-")

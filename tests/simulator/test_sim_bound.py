@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from sim_helpers import job, tiny_scenario
 
-from simulator.bound import WindowBound
+from bench.scenarios_bench import run_bench
+from simulator.bound import NoBound, WindowBound
 from simulator.cluster import Simulator
 from simulator.registry import available_policies
 from simulator.runner import run_scenario
@@ -23,6 +24,24 @@ def test_bound_of_one_pool_is_capacity_or_work() -> None:
     bound = WindowBound(sim).summary()
     assert bound.pwt == pytest.approx(3 * 4 + 1 * 2)  # a in full; b at most 1 GPU x 2 h
     assert bound.utilization == pytest.approx(6 / 16)
+
+
+def test_a_closed_loop_has_no_bound_and_the_bench_says_so() -> None:
+    """A closed loop draws a job each time one of its own ends, so the arrivals depend on the policy:
+    the window's jobs are not known beforehand. The bench reports no bound (it reported 3.7x the
+    "bound" for fifo on 300 one-GPU jobs of minutes, counting only the first 300), not a failure."""
+    loop = {"generators": [{"population": 4, "gangs": {1: 1}, "hours_median": 0.2, "classes": [_ONE]}]}
+    scenario = tiny_scenario(name="loop", workload=loop)
+    with pytest.raises(NoBound, match="closed-loop"):
+        WindowBound(Simulator(scenario))
+    policies = available_policies()
+    result = run_bench([scenario], {"fifo": policies["fifo"]}, quick=True)
+    assert result.failures == {} and "closed-loop" in result.no_bound["loop"]
+    assert "loop" not in result.bounds and result.results["loop"]["fifo"].pwt_to_bound is None
+    assert result.results["loop"]["fifo"].pwt > 0
+
+
+_ONE = {"name": "s", "weight": 1, "share": 1}
 
 
 def test_serving_inference_lowers_the_pwt_ceiling_not_the_any_one() -> None:
