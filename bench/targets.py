@@ -132,7 +132,12 @@ def _row(run: RunTargets) -> list[str]:
 def _percents(planner: Figures, other: Figures | None) -> str:
     if other is None:
         return "-"
-    return f"{planner['slo_shortfall'] * 100:.3f}% ({other['slo_shortfall'] * 100:.3f}%)"
+    return f"{_percent(planner['slo_shortfall'])} ({_percent(other['slo_shortfall'])})"
+
+
+def _percent(share: float) -> str:
+    """Two significant digits: a shortfall of a few millionths shows, as a miss by it does."""
+    return f"{share * 100:.2g}%"
 
 
 def render_targets(runs: list[RunTargets]) -> Table:
