@@ -13,7 +13,7 @@ The loop calls ``decide`` once a step; it runs the pipeline on the calling threa
    is replaced by the fallback;
 7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py), let
    services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py), and let a service
-   whose demand surged in the last step burst over the batch that loses least if stopped
+   whose demand surged within the last day burst over the batch that loses least if stopped
    (optimizer/surge_burst.py).
 
 Only step 0 is committed. On time-out, infeasibility, any HiGHS status but Optimal (Empty and

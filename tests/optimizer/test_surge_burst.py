@@ -1,6 +1,7 @@
-"""Bursting over batch in a surge (optimizer/surge_burst.py): a service whose demand rose past its
-peak margin in the last step gets a burst ceiling of that rise over the running preemptible jobs
-of its pool that lose least if stopped, and nothing changes when its demand did not surge."""
+"""Bursting over batch after a surge (optimizer/surge_burst.py): a service whose demand rose past
+its peak margin in a step within the last day gets a burst ceiling of the largest such rise over
+the running preemptible jobs of its pool that lose least if stopped, and nothing changes when its
+demand did not surge."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from schemas import ClusterState, JobAction
 FLAT = [10.0, 10.5, 9.5] * 32  # moves of 0.5-1 GPU a step: a peak margin of about 2 GPUs
 
 
-def _cluster(last: float, per_replica: int = 1) -> ClusterState:
+def _cluster(last: float, per_replica: int = 1, after: list[float] | None = None) -> ClusterState:
+    """Chat's day of everyday moves, then ``last``, then ``after`` (steps since)."""
     chat = service("chat", replicas={"a": 12 // per_replica}, gpus_per_replica=per_replica).model_copy(
-        update={"demand_history": [*FLAT, last]}
+        update={"demand_history": [*FLAT, last, *(after or [])]}
     )
     jobs = [
         job("fresh", 2, running_in="a", since_checkpoint_gpu_s=0.0),
@@ -43,6 +45,17 @@ def test_a_rise_past_the_margin_is_a_surge() -> None:
     assert surge_gpus(_cluster(11.0).services[0], 2.2, 900) == 0  # an everyday move
     assert surge_gpus(_cluster(15.4, per_replica=4).services[0], 2.2, 900) == 8  # two 4-GPU replicas
     assert surge_gpus(_cluster(5.0).services[0], 2.2, 900) == 0  # a fall
+
+
+def test_a_surge_within_the_last_day_keeps_its_ceiling_and_one_before_it_does_not() -> None:
+    """Bursts recur: the next one starts between two decisions, before any plan has seen it."""
+    since = [10.0, 10.5, 9.5]
+    assert surge_gpus(_cluster(15.4, after=since * 3).services[0], 2.2, 900) == 6  # 9 steps ago
+    assert surge_gpus(_cluster(15.4, after=since * 31).services[0], 2.2, 900) == 6  # 93 steps ago
+    assert surge_gpus(_cluster(15.4, after=since * 33).services[0], 2.2, 900) == 0  # 99: over a day
+    alloc = _decide(_cluster(15.4, after=since * 3)).allocation
+    assert next(s for s in alloc.services if s.service == "chat").burst_gpus >= 6
+    assert {j.job_id for j in alloc.jobs if j.borrows_from == "chat"} == {"fresh", "light", "heavy"}
 
 
 def test_a_surging_service_may_burst_over_the_cheapest_batch() -> None:
