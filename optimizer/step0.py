@@ -198,20 +198,27 @@ class _Step0:
 
     def place_kept(self, plan: Plan0) -> None:
         """Running jobs stay in their pools while the pool's GPUs and the team's quota allow:
-        pinned first, then those within their minimum run, then those dearest to stop (the stop's
-        cost, ``stop_cost_gpu_s``, plus a step of the job's weighted work), then by the plan's
+        pinned first, then those dearest to stop (the stop's cost, ``stop_cost_gpu_s``, plus a
+        step of the job's weighted work, plus for a job within its minimum run the rest of that
+        run's weighted work: the churn the minimum run is there to avoid), then by the plan's
         share; so where inference (or a shrinking pool) leaves too little room for them all, the
         jobs cheapest to stop give way. (By share alone, the job whose share the relaxed plan
         shaved by one GPU gave way: a 64-GPU gang that had just checkpointed was stopped for one
-        more inference replica while a 2-GPU job ran on.) The book notes which nodes they keep
-        busy and until when (by their estimates), where the state says."""
+        more inference replica while a 2-GPU job ran on.) Jobs within their minimum run were
+        placed first, whatever the others' stops cost: on a held-out workload a 16-GPU weight-3
+        job 40 hours into a run without checkpoints gave way, 644 GPU-hours lost, so that two
+        gangs started a step before ran on. With no place of their own (cost alone), 45 bench runs
+        lost 0.058 of summed PWT / best baseline to the churn and preempted 47 times more;
+        with the rest of the minimum run counted, 0.004 and 32. The book notes which nodes they
+        keep busy and until when (by their estimates), where the state says."""
         inputs = self.inputs
         kept = plan.keep.nonzero()[0]
         self.reclaimable = ~plan.pinned & ~plan.fresh
         step_s = float(inputs.blocks.dur_s[0])
-        cost = stop_cost_gpu_s(inputs, self.rules) + inputs.job_weight * inputs.job_gang * step_s
+        held_s = step_s + np.maximum(self.rules.min_run_s - inputs.job_ran_s, 0.0)  # a step, the min run
+        cost = stop_cost_gpu_s(inputs, self.rules) + inputs.job_weight * inputs.job_gang * held_s
         # lexsort is stable (jobs equal on every key stay in index order); its last key sorts first
-        kept = kept[np.lexsort((-plan.run_share[kept], -cost[kept], ~plan.fresh[kept], ~plan.pinned[kept]))]
+        kept = kept[np.lexsort((-plan.run_share[kept], -cost[kept], ~plan.pinned[kept]))]
         wall_s = inputs.job_remaining_s / np.maximum(inputs.job_gang, 1.0)
         for j in kept.tolist():
             p = int(inputs.job_running_pool[j])
