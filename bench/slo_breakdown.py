@@ -175,25 +175,43 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     from simulator.registry import available_policies
-    from simulator.scenario import builtin_scenarios, load_scenario
+    from simulator.scenario import ScenarioError, builtin_scenarios, extra_scenarios, load_scenario
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.slo_breakdown", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--scenario", action="append", help="built-in scenario (repeatable); default all")
+    parser.add_argument(
+        "--scenario", action="append", help="built-in or extra scenario (repeatable); default the built-ins"
+    )
+    parser.add_argument(
+        "--scenario-file", action="append", type=Path, default=[], help="scenario YAML (repeatable)"
+    )
     parser.add_argument("--policy", action="append", help="policy (repeatable); default ebbtide, kueue-hpa")
     parser.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
     parser.add_argument("--json", type=Path, default=None, help="write the shares here")
     args = parser.parse_args(argv)
-    scenarios = builtin_scenarios()
+    known = {**extra_scenarios(), **builtin_scenarios()}
+    unknown = [name for name in args.scenario or [] if name not in known]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(known)}")
+    paths = [known[name] for name in args.scenario or []] + args.scenario_file
+    if not paths:
+        paths = sorted(builtin_scenarios().values())
     policies = available_policies()
+    chosen = args.policy or ["ebbtide", "kueue-hpa"]
+    if missing := [name for name in chosen if name not in policies]:
+        parser.error(f"unknown policy {', '.join(missing)}; available: {', '.join(policies)}")
+    try:
+        scenarios = [load_scenario(path) for path in paths]
+    except ScenarioError as exc:
+        parser.error(str(exc))
     table = Table(title="SLO shortfall by cause, % of demanded GPU-time")
     for column in ("scenario", "policy", "shortfall", *CAUSES):
         table.add_column(column, justify="left" if column in ("scenario", "policy") else "right")
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for name in args.scenario or sorted(scenarios):
-        scenario = load_scenario(scenarios[name])
-        for policy in args.policy or ["ebbtide", "kueue-hpa"]:
+    for scenario in scenarios:
+        name = scenario.name
+        for policy in chosen:
             split = slo_breakdown(scenario, policies[policy], seed=args.seed)
             shares = split.shares()
             out.setdefault(name, {})[policy] = {"slo_shortfall": split.shortfall, **shares}

@@ -53,3 +53,30 @@ def test_replicas_moved_between_pools_are_told_from_growth() -> None:
     sim.advance()  # the same replicas in the same pool: nothing moves, nothing loads
     assert sim.breakdown.short_gpu_s["pool-move"] == pytest.approx(2.0 * startup_s)
     assert sim.breakdown.shortfall == pytest.approx(2.0 * startup_s / sim.breakdown.demand_gpu_s)
+
+
+def test_the_command_reads_a_scenario_file_and_names_bad_input(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--scenario-file`` runs a workload of one's own (the held-out sets were read this way); an
+    unknown name, an unknown policy or a bad file is refused with its reason, before anything runs."""
+    import json
+
+    from bench.slo_breakdown import main
+    from tests.simulator.test_sim_bench_cli import TINY
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    out = tmp_path / "split.json"
+    assert main(["--scenario-file", str(path), "--policy", "kueue-hpa", "--json", str(out)]) == 0
+    split = json.loads(out.read_text())["tiny-bench"]["kueue-hpa"]
+    assert set(split) == {"slo_shortfall", *CAUSES}
+    assert sum(split[c] for c in CAUSES) == pytest.approx(split["slo_shortfall"], rel=1e-9, abs=1e-12)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TINY.replace("nodes: 2", "nodes: -1"))
+    for argv, said in (
+        (["--scenario", "nope"], "unknown scenario nope"),
+        (["--scenario-file", str(path), "--policy", "nope"], "unknown policy nope"),
+        (["--scenario-file", str(bad)], "bad.yaml"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2 and said in capsys.readouterr().err
