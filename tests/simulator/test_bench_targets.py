@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from test_sim_bench_cli import TINY
 from typer.testing import CliRunner
 
 from bench.targets import check_run, tally
 from ebbtide import cli_bench, cli_bench_targets
-from tests.simulator.test_sim_bench_cli import TINY
 
 
 def figures(**changes: Any) -> dict[str, Any]:

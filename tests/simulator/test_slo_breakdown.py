@@ -60,8 +60,9 @@ def test_the_command_reads_a_scenario_file_and_names_bad_input(tmp_path, capsys)
     unknown name, an unknown policy or a bad file is refused with its reason, before anything runs."""
     import json
 
+    from test_sim_bench_cli import TINY
+
     from bench.slo_breakdown import main
-    from tests.simulator.test_sim_bench_cli import TINY
 
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
