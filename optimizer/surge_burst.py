@@ -17,7 +17,7 @@ their last checkpoint plus their restart; a job that never checkpoints only with
 work), which are marked as its borrowers. A service whose steps never moved past its margin that
 day gets none.
 
-Until this stop the ceiling followed only the last step's rise: a service bursting in a pool that
+Before commit 8aaf026 the ceiling followed only the last step's rise: a service bursting in a pool that
 batch fills (no idle GPUs, nothing lent) was short from each burst's start to the next decision. On
 a held-out workload (an embedding service bursting 2x for 20 minutes six times a day beside a
 closed loop of 300 short one-GPU jobs) its SLO shortfall was 0.94% and 1.64% (kueue-hpa, whose
