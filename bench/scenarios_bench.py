@@ -7,7 +7,7 @@ decision latencies are medians over ``repeat`` runs, and a repeat that changes a
 figure is an error (it would mean hidden state or nondeterminism). With several seeds the table
 and the JSON figures are medians over seeds, and the JSON adds each figure's minimum. Prints a
 rich table with each policy's change against fifo, writes JSON and a PNG (bench/plot_bench.py),
-reports peak memory.
+checks the planner's targets on each run (bench/targets.py), reports peak memory.
 """
 
 from __future__ import annotations
@@ -75,11 +75,7 @@ class BenchResult:
 
     def per_run_figures(self) -> list[tuple[str, int, dict[str, dict[str, Any]]]]:
         """(scenario, seed, policy -> headline figures) for every run, seed by seed."""
-        return [
-            (scenario, seed, {policy: m.headline() for policy, m in run.items()})
-            for scenario, runs in self.runs.items()
-            for seed, run in zip(self.seeds[scenario], runs, strict=True)
-        ]
+        return [(s, run["seed"], run["policies"]) for s in self.runs for run in self._runs_json(s)]
 
     def targets(self) -> list[RunTargets]:
         """The planner's targets checked on each run (bench/targets.py)."""
@@ -87,11 +83,8 @@ class BenchResult:
         return [t for t in checked if t is not None]
 
     def _runs_json(self, scenario: str) -> list[dict[str, Any]]:
-        return [
-            {"seed": seed, "policies": figures}
-            for name, seed, figures in self.per_run_figures()
-            if name == scenario
-        ]
+        runs = zip(self.seeds[scenario], self.runs[scenario], strict=True)
+        return [{"seed": seed, "policies": {p: m.headline() for p, m in run.items()}} for seed, run in runs]
 
     def _scenario_json(self, scenario: str) -> dict[str, dict[str, Any]]:
         cells: dict[str, dict[str, Any]] = {}
