@@ -102,6 +102,19 @@ class BenchResult:
         return cells
 
 
+def runs_in_json(data: Mapping[str, Any]) -> list[tuple[str, int | None, dict[str, Any]]]:
+    """(scenario, seed, policy -> headline figures) for each run of a ``BenchResult.to_json``: its
+    ``runs``, or where a file of an earlier commit has none (one seed per scenario), its
+    ``scenarios``. KeyError, TypeError or ValueError where the data is not of that shape."""
+    if "runs" in data:
+        return [(s, run["seed"], run["policies"]) for s, runs in data["runs"].items() for run in runs]
+    out = []
+    for scenario, cells in data["scenarios"].items():
+        (seed,) = data["seeds"][scenario]  # medians over several seeds are not one run
+        out.append((scenario, seed, {p: figures for p, figures in cells.items() if p != BOUND}))
+    return out
+
+
 def _min(values: Any) -> Any:
     present = [v for v in values if v is not None]
     return min(present) if present else None

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     from simulator.registry import available_policies
-    from simulator.scenario import ScenarioError, builtin_scenarios, extra_scenarios, load_scenario
+    from simulator.scenario import ScenarioError, builtin_scenarios, load_scenario, scenario_paths
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.slo_breakdown", description=__doc__.splitlines()[0]
@@ -190,19 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="override every scenario's seed")
     parser.add_argument("--json", type=Path, default=None, help="write the shares here")
     args = parser.parse_args(argv)
-    known = {**extra_scenarios(), **builtin_scenarios()}
-    unknown = [name for name in args.scenario or [] if name not in known]
-    if unknown:
-        parser.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(known)}")
-    paths = [known[name] for name in args.scenario or []] + args.scenario_file
-    if not paths:
-        paths = sorted(builtin_scenarios().values())
     policies = available_policies()
     chosen = args.policy or ["ebbtide", "kueue-hpa"]
     if missing := [name for name in chosen if name not in policies]:
         parser.error(f"unknown policy {', '.join(missing)}; available: {', '.join(policies)}")
     try:
-        scenarios = [load_scenario(path) for path in paths]
+        paths = scenario_paths(args.scenario or []) + args.scenario_file
+        scenarios = [load_scenario(path) for path in paths or sorted(builtin_scenarios().values())]
     except ScenarioError as exc:
         parser.error(str(exc))
     table = Table(title="SLO shortfall by cause, % of demanded GPU-time")

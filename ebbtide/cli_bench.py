@@ -105,18 +105,12 @@ def chosen_scenario_files(names: list[str], files: list[Path], extra: bool) -> l
 
     With none of these the built-in set runs; ``--extra`` alone runs only the extra set.
     """
-    from simulator.scenario import builtin_scenarios, extra_scenarios
+    from simulator.scenario import ScenarioError, builtin_scenarios, extra_scenarios, scenario_paths
 
-    builtin, extras = builtin_scenarios(), extra_scenarios()
-    known = {**extras, **builtin}
-    unknown = [s for s in names if s not in known]
-    if unknown:
-        raise typer.BadParameter(
-            f"unknown scenario {', '.join(unknown)}; "
-            f"built-in: {', '.join(builtin)}; extra: {', '.join(extras)}",
-            param_hint="--scenario",
-        )
-    paths = [known[s] for s in names] + files
+    try:
+        paths = scenario_paths(names) + files
+    except ScenarioError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--scenario") from None
     if extra:
-        paths += [p for p in extras.values() if p not in paths]
-    return paths or list(builtin.values())
+        paths += [p for p in extra_scenarios().values() if p not in paths]
+    return paths or list(builtin_scenarios().values())

@@ -47,18 +47,9 @@ def bench_targets(
 
 def _runs_of(path: Path) -> list[tuple[str, int | None, dict[str, Any]]]:
     """(scenario, seed, policy -> headline figures) for each run the file holds."""
+    from bench.scenarios_bench import runs_in_json
+
     try:
-        data = json.loads(path.read_text())
-        if "runs" in data:
-            return [
-                (scenario, run["seed"], run["policies"])
-                for scenario, scenario_runs in data["runs"].items()
-                for run in scenario_runs
-            ]
-        out = []
-        for scenario, cells in data["scenarios"].items():
-            (seed,) = data["seeds"][scenario]  # medians over several seeds are not one run
-            out.append((scenario, seed, {p: figures for p, figures in cells.items() if p != "bound"}))
-        return out
+        return runs_in_json(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise typer.BadParameter(f"{path}: not a JSON of `ebbtide bench --json` ({exc})") from None

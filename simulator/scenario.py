@@ -270,3 +270,16 @@ def builtin_scenarios() -> dict[str, Path]:
 def extra_scenarios() -> dict[str, Path]:
     """The extra scenario files (simulator/scenarios/extra/), run by ``ebbtide bench --extra``."""
     return {p.stem: p for p in sorted(EXTRA_SCENARIO_DIR.glob("*.yaml"))}
+
+
+def scenario_paths(names: list[str]) -> list[Path]:
+    """The files of scenarios named built-in or extra, in order; ScenarioError names the unknown ones."""
+    builtin, extras = builtin_scenarios(), extra_scenarios()
+    known = {**extras, **builtin}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ScenarioError(
+            f"unknown scenario {', '.join(unknown)}; "
+            f"built-in: {', '.join(builtin)}; extra: {', '.join(extras)}"
+        )
+    return [known[name] for name in names]
