@@ -184,9 +184,10 @@ NUMBER_CHECKS = (
 class Step0:
     """The allocation's step 0 by pool and team, to check reasons against. Reasons are written
     before headroom is lent (optimizer/headroom.py): inference's reservation there counts the GPUs
-    lent (the part of ``burst_gpus`` its borrowers run on, in whole replicas; the rest of a ceiling
-    is GPUs left free, optimizer/idle_burst.py), and the running jobs leave out the borrowers,
-    which say so themselves."""
+    lent (the part of ``burst_gpus`` its headroom's borrowers run on, in whole replicas; the rest of
+    a ceiling is GPUs left free, optimizer/idle_burst.py, or batch its autoscaler may preempt,
+    optimizer/surge_burst.py, whose jobs run on as they were), and the running jobs leave out the
+    headroom's borrowers, which say so themselves."""
 
     def __init__(self, state: ClusterState, alloc: Allocation) -> None:
         self.specs = {j.spec.job_id: j.spec for j in state.jobs}
@@ -194,13 +195,13 @@ class Step0:
         self.jobs: dict[str, int] = defaultdict(int)
         self.team: dict[str, int] = defaultdict(int)
         for d in alloc.jobs:
-            if d.action == JobAction.RUN and d.borrows_from is None:
+            if d.action == JobAction.RUN and d.cause != DecisionCause.BORROWS_HEADROOM:
                 self.jobs[d.pool or ""] += d.gpus
                 self.team[self.specs[d.job_id].team] += d.gpus
         lent: dict[tuple[str, str], int] = defaultdict(int)
         for d in alloc.jobs:
-            if d.action == JobAction.RUN and d.borrows_from is not None:
-                lent[(d.borrows_from, d.pool or "")] += d.gpus
+            if d.action == JobAction.RUN and d.cause == DecisionCause.BORROWS_HEADROOM:
+                lent[(d.borrows_from or "", d.pool or "")] += d.gpus
         per = {s.spec.service: s.spec.gpus_per_replica for s in state.services}
         inference: dict[str, float] = defaultdict(float)
         for s in alloc.services:

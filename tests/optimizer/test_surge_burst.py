@@ -1,9 +1,11 @@
-"""Bursting over batch after a surge (optimizer/surge_burst.py): a service whose demand rose past
-its peak margin in a step within the last day gets a burst ceiling of the largest such rise over
-the running preemptible jobs of its pool that lose least if stopped, and nothing changes when its
-demand did not surge."""
+"""Bursting over batch (optimizer/surge_burst.py): a service whose demand rose past its peak margin
+in a step within the last day gets a burst ceiling of the largest such rise over the running
+preemptible jobs of its pool that lose least if stopped, and every service one of up to its GPUs
+there (as a horizontal autoscaler may double), whether its demand surged or not."""
 
 from __future__ import annotations
+
+import math
 
 from optimizer_cases import forecast, job, pool, service, state
 from plan_checks import check_plan, check_take_back
@@ -79,11 +81,23 @@ def test_a_surging_service_may_burst_over_the_cheapest_batch() -> None:
     assert all(j.action == JobAction.RUN for j in alloc.jobs)  # nobody is stopped unless demand comes
 
 
-def test_no_surge_changes_nothing() -> None:
-    cluster = _cluster(11.0)
-    assert _decide(cluster).allocation.model_dump(exclude={"plan_id", "decided_at"}) == _decide(
-        cluster, PlannerConfig(burst_over_batch=False)
-    ).allocation.model_dump(exclude={"plan_id", "decided_at"})
+def test_a_service_that_never_surged_may_still_double_over_the_cheapest_batch() -> None:
+    """A launch that triples demand at once has no surge in its past: the ceiling of the service's
+    own GPUs lets its autoscaler follow within the step instead of a step later."""
+    cheap = [job(f"cheap{i}", 2, running_in="a", since_checkpoint_gpu_s=100.0 * i) for i in range(12)]
+    chat = service("chat", replicas={"a": 12}).model_copy(update={"demand_history": [*FLAT, 11.0]})
+    cluster = state([pool("a", 42)], [*cheap, job("pinned", 2, running_in="a", preemptible=False)], [chat])
+    alloc = _decide(cluster).allocation
+    without = _decide(cluster, PlannerConfig(burst_over_batch=False)).allocation
+    chat_now, chat_before = (next(s for s in a.services if s.service == "chat") for a in (alloc, without))
+    assert chat_now.gpus == chat_before.gpus
+    assert chat_now.burst_gpus - chat_before.burst_gpus == chat_now.gpus  # it may double, no more
+    assert "rose past its usual move" not in chat_now.reason
+    assert "its autoscaler may add up to" in chat_now.reason
+    borrowers = {j.job_id for j in alloc.jobs if j.borrows_from == "chat"}
+    # the cheapest to stop first: those with the least work since their last checkpoint
+    assert borrowers == {f"cheap{i}" for i in range(math.ceil(chat_now.gpus / 2))}
+    assert all(j.action == JobAction.RUN for j in alloc.jobs)  # nobody is stopped unless demand comes
 
 
 def test_a_failure_while_bursting_is_logged_and_the_plan_stands(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
