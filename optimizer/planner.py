@@ -12,9 +12,9 @@ The loop calls ``decide`` once a step; it runs the pipeline on the calling threa
    it (optimizer/guard.py): a plan with a service under its min_replicas or a pool over-committed
    is replaced by the fallback;
 7. lend step 0's idle inference headroom to preemptible jobs (optimizer/headroom.py), let
-   services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py), and let a service
-   whose demand surged within the last day burst over the batch that loses least if stopped
-   (optimizer/surge_burst.py).
+   services burst into the GPUs step 0 leaves idle (optimizer/idle_burst.py), and let every
+   service burst over the batch that loses least if stopped, by up to its own GPUs or, after a
+   surge within the last day, its largest rise (optimizer/surge_burst.py).
 
 Only step 0 is committed. On time-out, infeasibility, any HiGHS status but Optimal (Empty and
 Unbounded included) or any error the planner publishes a flagged

@@ -1,6 +1,7 @@
 """Burst over batch (pipeline stage 8, after bursting into idle GPUs, optimizer/idle_burst.py):
 every service may scale up within the step over the preemptible batch in its pools that loses least
-if stopped; a service whose demand surged within the last day by as much as its largest rise.
+if stopped, by up to its own GPUs there or, where its demand surged within the last day, its
+largest rise if that is more.
 
 The plan sizes each service for its demand now plus the move its own past makes within a step
 (optimizer/peak_margin.py). A rise well past that move (a launch, a flash crowd, a burst) tends to

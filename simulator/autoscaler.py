@@ -7,7 +7,8 @@ burst allowance: free GPUs first, then it preempts its own borrowers in that poo
 then least work since the last checkpoint). New replicas serve after the service's start-up time,
 as any scale-up. This is what a horizontal autoscaler over priority-class preemption does on
 Kubernetes. The rules are the same for every policy: the planner lends its idle reservation
-(optimizer/headroom.py); the baselines that size inference on what they observe (reactive,
+(optimizer/headroom.py) and gives each service a ceiling over the batch that loses least if stopped
+(optimizer/surge_burst.py); the baselines that size inference on what they observe (reactive,
 kueue-hpa) give each service the GPUs it holds in a pool as its allowance there, borrowed by the
 preemptible jobs they run in it (simulator/policies/common.burst_headroom); policies that lend
 nothing (fifo and priority-backfill, on a static peak reservation) are not affected.

@@ -1,7 +1,7 @@
 """Bursting over batch (optimizer/surge_burst.py): a service whose demand rose past its peak margin
 in a step within the last day gets a burst ceiling of the largest such rise over the running
-preemptible jobs of its pool that lose least if stopped, and every service one of up to its GPUs
-there (as a horizontal autoscaler may double), whether its demand surged or not."""
+preemptible jobs of its pool that lose least if stopped, and every service a ceiling of up to its
+GPUs there (as a horizontal autoscaler may double), whether its demand surged or not."""
 
 from __future__ import annotations
 
