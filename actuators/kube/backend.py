@@ -24,8 +24,9 @@ the official client. How an Allocation maps onto Kubernetes objects:
 - decisions where users look: each Job or JobSet held, preempted or started carries
   ``ebbtide.io/decision`` (JSON: plan id, action, reason) and gets a Kubernetes Event
   (``EbbtideStarted`` / ``EbbtideHeld`` / ``EbbtidePreempted``, message: the Allocation's reason),
-  only when the (action, reason) differs from the one the annotation holds, so a decision repeated
-  step after step makes no new Event.
+  the annotation when the (action, reason) differs from the one it holds, the Event only when they
+  differ in words (events.in_words: figures masked), so a decision repeated step after step with
+  its numbers moved (a running job's GPU-hours left) makes no new Event.
 - Kueue: a workload labelled ``kueue.x-k8s.io/queue-name`` is Kueue's and is left alone unless
   ``include_kueue`` (workloads.py).
 - namespaces: one or several; Deployments and Jobs are looked up in each.
@@ -45,7 +46,7 @@ from kubernetes import client
 
 from actuators.base import PHASE_PREEMPT, PHASE_SERVICES, ActuationError, Change
 from actuators.kube.client import call
-from actuators.kube.events import REASON_OF_ACTION, record_event
+from actuators.kube.events import REASON_OF_ACTION, in_words, record_event
 from actuators.kube.workloads import (
     ANN_DECISION,
     ANN_PLAN,
@@ -295,10 +296,13 @@ class KubernetesBackend:
     def _shown(
         self, change: Change, decision: JobDecision, job: BatchWorkload, meta: dict[str, Any]
     ) -> Change:
-        """The change, also noting the decision on the workload (annotation + Event) when it is new."""
+        """The change, also noting the decision on the workload when it changed: the annotation, and an
+        Event where it changed in words (``in_words``), not only in its figures."""
         action, reason = decision.action.value, decision.reason
         if change.skip_reason is not None or job.decision == (action, reason):
             return change
+        last = job.decision
+        new_in_words = last is None or (last[0], in_words(last[1])) != (action, in_words(reason))
 
         def show() -> None:
             try:
@@ -323,7 +327,8 @@ class KubernetesBackend:
 
         def apply_and_show() -> None:
             applied()
-            show()
+            if new_in_words:  # else the same decision with its figures moved: the annotation has them
+                show()
 
         return replace(change, execute=apply_and_show)
 

@@ -9,6 +9,7 @@ workload's namespace, reported by the component ``ebbtide``.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,15 @@ REASON_PREEMPTED = "EbbtidePreempted"
 REASON_INVALID = "EbbtideInvalidSpec"
 REASON_OF_ACTION = {"run": REASON_STARTED, "hold": REASON_HELD, "preempt": REASON_PREEMPTED}
 API_VERSION_OF_KIND = {"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2"}
+_FIGURE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def in_words(reason: str) -> str:
+    """A reason with its figures masked: what stays the same when a decision is repeated and only its
+    numbers moved (a running job's GPU-hours left, a forecast, a time). The planner's reasons quote
+    such figures at every step, so an Event per changed reason was an Event per running job per
+    step; an Event per change in words is one per decision a person would call new."""
+    return _FIGURE.sub("#", reason)
 
 
 def record_event(

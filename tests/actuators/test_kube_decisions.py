@@ -2,7 +2,8 @@
 
 Each held, started or preempted Job gets an Event (reason code, the Allocation's reason as message)
 and the ``ebbtide.io/decision`` annotation; a decision repeated with the same reason makes no new
-Event. A Job carrying Kueue's queue-name label is neither suspended nor resumed unless configured.
+Event, nor one whose reason changed only in its figures (the annotation follows those). A Job
+carrying Kueue's queue-name label is neither suspended nor resumed unless configured.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def test_events_and_decision_annotation_once_per_reason(
     batch.create_namespaced_job(namespace, batch_job("go", "job-g", 2))
     actuator, _ = make_actuator(kube_cluster, namespace)
     held = "held: pool-a is reserved for chat 14:00-18:00, forecast p90 = 42 GPUs"
-    started = "run: highest priority that fits pool-b"
+    started = "run: highest priority that fits pool-b; 8 GPU-h left"
 
     def step(plan_id: str, jobs: list[tuple[str, str, str | None, int]], reasons: dict[str, str]) -> Any:
         return results_by_target(actuator.apply(with_reasons(make_allocation(plan_id, jobs=jobs), reasons)))
@@ -68,16 +69,29 @@ def test_events_and_decision_annotation_once_per_reason(
     assert {r.outcome for r in second.values()} == {"already-applied"}
     assert len(events_of(admin, namespace, "wait")) == 1 and len(events_of(admin, namespace, "go")) == 1
 
+    # the same decisions with their figures moved (the planner's reasons quote forecasts, times and
+    # GPU-hours left at every step): the annotation follows, no new Event
+    moved = "held: pool-a is reserved for chat 14:15-18:00, forecast p90 = 43.5 GPUs"
+    running = "run: highest priority that fits pool-b; 7.5 GPU-h left"
+    again = step(
+        "p3", [("job-w", "hold", None, 0), ("job-g", "run", "pool-b", 2)], {"job-w": moved, "job-g": running}
+    )
+    assert {r.outcome for r in again.values()} == {"applied"}
+    assert events_of(admin, namespace, "wait") == [(REASON_HELD, held)]
+    assert events_of(admin, namespace, "go") == [(REASON_STARTED, started)]
+    note = json.loads(batch.read_namespaced_job("wait", namespace).metadata.annotations[ANN_DECISION])
+    assert (note["plan_id"], note["reason"]) == ("p3", moved)
+
     # a new reason for the held job: one new Event, the annotation names the new plan
     later = "held: behind job-g on pool-b until 15:30"
     third = step(
-        "p3", [("job-w", "hold", None, 0), ("job-g", "preempt", None, 0)], {"job-w": later, "job-g": "x"}
+        "p4", [("job-w", "hold", None, 0), ("job-g", "preempt", None, 0)], {"job-w": later, "job-g": "x"}
     )
     assert third["job/job-w"].outcome == "applied"
     assert events_of(admin, namespace, "wait") == sorted([(REASON_HELD, held), (REASON_HELD, later)])
     assert (REASON_PREEMPTED, "x") in events_of(admin, namespace, "go")
     note = json.loads(batch.read_namespaced_job("wait", namespace).metadata.annotations[ANN_DECISION])
-    assert (note["plan_id"], note["reason"]) == ("p3", later)
+    assert (note["plan_id"], note["reason"]) == ("p4", later)
 
 
 def kueue_job(name: str, job_id: str) -> dict[str, Any]:
