@@ -87,6 +87,7 @@ def burst_over_batch(decision: Decision, state: ClusterState, z: float) -> Decis
     jobs = {j.spec.job_id: j for j in state.jobs}
     per_replica = {s.spec.service: s.spec.gpus_per_replica for s in state.services}
     surges: dict[str, float] = {s.spec.service: surge_gpus(s, z, state.step_s) for s in state.services}
+    victims = _cheapest_first(allocation.jobs, jobs, state.step_s)
     lenders: dict[str, str] = {}
     added: dict[tuple[str, str], float] = defaultdict(float)
 
@@ -98,9 +99,11 @@ def burst_over_batch(decision: Decision, state: ClusterState, z: float) -> Decis
         per = per_replica[s.service]
         chosen: list[JobDecision] = []
         got = 0
-        for d in _cheapest_first(allocation.jobs, jobs, s.pool, set(lenders), state.step_s):
+        for d in victims.get(s.pool, []):
             if got >= want:
                 break
+            if d.job_id in lenders:
+                continue
             chosen.append(d)
             got += d.gpus
         ceiling = min(got, want) // per * per
@@ -132,20 +135,20 @@ def burst_over_batch(decision: Decision, state: ClusterState, z: float) -> Decis
 
 
 def _cheapest_first(
-    decisions: list[JobDecision], jobs: Mapping[str, JobState], pool: str, taken: set[str], step_s: int
-) -> list[JobDecision]:
-    """The preemptible jobs running on in ``pool`` that borrow from no service yet, the cheapest
-    to stop first (then by id). A job that never checkpoints would lose all its work: it is marked
-    only within its first step's work (three-pools-nockpt: a 16-GPU job 11 hours in, marked because
-    the cheaper ones had too few GPUs, lost 180 GPU-hours to a burst)."""
+    decisions: list[JobDecision], jobs: Mapping[str, JobState], step_s: int
+) -> dict[str, list[JobDecision]]:
+    """Per pool, the preemptible jobs running on there that borrow no lent headroom, the cheapest
+    to stop first (then by id), sorted once for every service's ceiling (each takes those no other
+    service marked). A job that never checkpoints would lose all its work: it is marked only within
+    its first step's work (three-pools-nockpt: a 16-GPU job 11 hours in, marked because the cheaper
+    ones had too few GPUs, lost 180 GPU-hours to a burst)."""
     out = []
     for d in decisions:
         job = jobs.get(d.job_id)
         if (
             d.action != JobAction.RUN
-            or d.pool != pool
+            or d.pool is None
             or d.borrows_from is not None
-            or d.job_id in taken
             or job is None
             or job.status != JobStatus.RUNNING
             or not job.spec.preemptible
@@ -155,7 +158,10 @@ def _cheapest_first(
         ):
             continue
         out.append((stop_cost(job), d.job_id, d))
-    return [d for _, _, d in sorted(out, key=lambda t: (t[0], t[1]))]
+    by_pool: dict[str, list[JobDecision]] = defaultdict(list)
+    for _, _, d in sorted(out, key=lambda t: (t[0], t[1])):
+        by_pool[d.pool or ""].append(d)
+    return by_pool
 
 
 def _with_ceiling(s: ServiceDecision, extra: float, surged: bool) -> ServiceDecision:
